@@ -1,0 +1,4 @@
+//! Tensor backends: the same transform as the slice kernel, as tensor ops.
+
+#[cfg(feature = "candle")]
+pub mod candle;

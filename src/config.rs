@@ -1,0 +1,477 @@
+//! The `hlg` request object: serde, validation, and the precedence merge.
+//!
+//! One validator serves every edge: the JSON body of a request, the server's flags and
+//! its TOML config file. It cannot hold an invalid value.
+
+use std::fmt;
+
+use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::ser::{Serialize, SerializeMap, Serializer};
+
+use crate::curve::{HlgCurve, Pivot, Range, ToeShape, PIVOT_OFFSET, SHOULDER, TOE, WIDTH};
+use crate::error::HlgError;
+
+/// The fields of the `hlg` object, in the order of the docs.
+pub const FIELDS: [&str; 7] =
+    ["enabled", "pivot", "pivot_offset", "width", "shoulder", "toe", "toe_shape"];
+
+/// The pivot mode without its offset (the offset is a field of its own).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PivotMode {
+    /// `max(x) − pivot_offset`.
+    Top,
+    /// `Σ p·x`.
+    Entropy,
+    /// The mass median.
+    Median,
+}
+
+impl PivotMode {
+    const ALL: [PivotMode; 3] = [PivotMode::Top, PivotMode::Entropy, PivotMode::Median];
+
+    /// The name as it is spelled in the `hlg` object.
+    pub fn name(&self) -> &'static str {
+        match self {
+            PivotMode::Top => "top",
+            PivotMode::Entropy => "entropy",
+            PivotMode::Median => "median",
+        }
+    }
+}
+
+/// A rolloff parameter in nats, or off.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Knob {
+    /// `"off"`: no mid band (width) or a linear continuation (shoulder, toe).
+    Off,
+    /// A value in nats, already validated for its field.
+    Nats(f32),
+}
+
+impl Knob {
+    /// `None` for off.
+    pub fn nats(self) -> Option<f32> {
+        match self {
+            Knob::Off => None,
+            Knob::Nats(v) => Some(v),
+        }
+    }
+}
+
+/// One value as received, before validation: the types a JSON or TOML value can have.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RawValue {
+    /// `true` / `false`.
+    Bool(bool),
+    /// Any number (JSON integers included).
+    Number(f64),
+    /// A string.
+    Str(String),
+    /// `null`.
+    Null,
+    /// An array or an object, named in words.
+    Other(&'static str),
+}
+
+impl RawValue {
+    /// A value from a command-line flag or a config-file string: a number when it parses
+    /// as one, `on`/`off` for a switch left as text, anything else as text.
+    ///
+    /// ```
+    /// use mistralrs_hlg::config::RawValue;
+    /// assert_eq!(RawValue::from_flag("4.5"), RawValue::Number(4.5));
+    /// assert_eq!(RawValue::from_flag("off"), RawValue::Str("off".into()));
+    /// ```
+    pub fn from_flag(s: &str) -> RawValue {
+        let t = s.trim();
+        // Rust parses "inf" and "NaN"; as flags those are text (and rejected).
+        match t.parse::<f64>() {
+            Ok(v) if v.is_finite() || t.chars().any(|c| c.is_ascii_digit()) => RawValue::Number(v),
+            _ => RawValue::Str(t.to_string()),
+        }
+    }
+
+    fn render(&self) -> String {
+        match self {
+            RawValue::Bool(b) => b.to_string(),
+            RawValue::Number(v) => render_number(*v),
+            RawValue::Str(s) => format!("{s:?}"),
+            RawValue::Null => "null".to_string(),
+            RawValue::Other(what) => what.to_string(),
+        }
+    }
+}
+
+/// A number as it reads in an error message: `-2`, `0.5`, `1e40`.
+pub(crate) fn render_number(v: f64) -> String {
+    if v.is_finite() && (v == 0.0 || (1e-6..1e16).contains(&v.abs())) {
+        format!("{v}")
+    } else {
+        format!("{v:e}")
+    }
+}
+
+/// The `hlg` object of a request, or the server's HLG defaults.
+///
+/// Every field is optional; [`HlgConfig::merged_over`] fills the missing ones from a
+/// lower layer (request over server defaults), and [`HlgConfig::curve`] from the
+/// built-in defaults. Deserialising validates: unknown fields, wrong types, values out
+/// of range and numbers beyond `f32` are errors that name the field. `true` and `false`
+/// are accepted as shorthand for `{"enabled": true}` and `{"enabled": false}`.
+///
+/// ```
+/// use mistralrs_hlg::{HlgConfig, ToeShape};
+///
+/// let cfg: HlgConfig = serde_json::from_str(r#"{"toe": 3.5, "toe_shape": "exp"}"#)?;
+/// let curve = cfg.curve();
+/// assert_eq!(curve.toe(), Some(3.5));
+/// assert_eq!(curve.toe_shape(), ToeShape::Exp);
+/// assert_eq!(curve.width(), Some(4.0)); // built-in default
+///
+/// let off: HlgConfig = serde_json::from_str("false")?;
+/// assert_eq!(off.enabled(), Some(false));
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HlgConfig {
+    enabled: Option<bool>,
+    pivot: Option<PivotMode>,
+    pivot_offset: Option<f32>,
+    width: Option<Knob>,
+    shoulder: Option<Knob>,
+    toe: Option<Knob>,
+    toe_shape: Option<ToeShape>,
+}
+
+impl HlgConfig {
+    /// Sets one field from a raw value, validating it.
+    ///
+    /// `enabled` also takes `"on"`/`"off"` (the flag's spelling).
+    ///
+    /// ```
+    /// use mistralrs_hlg::config::{HlgConfig, RawValue};
+    /// let mut cfg = HlgConfig::default();
+    /// cfg.set("width", RawValue::Str("off".into()))?;
+    /// assert_eq!(cfg.curve().width(), None);
+    /// let err = cfg.set("shoulder", RawValue::Number(0.0)).unwrap_err();
+    /// assert_eq!(err.to_string(), r#"`hlg.shoulder` must be a number >= 1e-6 or "off", got 0"#);
+    /// # Ok::<(), mistralrs_hlg::HlgError>(())
+    /// ```
+    pub fn set(&mut self, field: &str, value: RawValue) -> Result<(), HlgError> {
+        match field {
+            "enabled" => self.enabled = Some(parse_switch(&value)?),
+            "pivot" => self.pivot = Some(parse_name(&value, &PivotMode::ALL, PivotMode::name, PIVOT)?),
+            "pivot_offset" => self.pivot_offset = Some(parse_number(&value, &PIVOT_OFFSET)?),
+            "width" => self.width = Some(parse_knob(&value, &WIDTH)?),
+            "shoulder" => self.shoulder = Some(parse_knob(&value, &SHOULDER)?),
+            "toe" => self.toe = Some(parse_knob(&value, &TOE)?),
+            "toe_shape" => {
+                self.toe_shape = Some(parse_name(&value, &ToeShape::ALL, ToeShape::name, TOE_SHAPE)?)
+            }
+            _ => return Err(HlgError::UnknownField { field: field.to_string() }),
+        }
+        Ok(())
+    }
+
+    /// A config from `(field, text)` pairs, as flags and config files give them.
+    ///
+    /// ```
+    /// use mistralrs_hlg::HlgConfig;
+    /// let cfg = HlgConfig::from_pairs([("enabled", "on"), ("pivot", "median"), ("toe", "3")])?;
+    /// assert_eq!(cfg.enabled(), Some(true));
+    /// # Ok::<(), mistralrs_hlg::HlgError>(())
+    /// ```
+    pub fn from_pairs<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<Self, HlgError> {
+        let mut cfg = HlgConfig::default();
+        for (field, text) in pairs {
+            cfg.set(field, RawValue::from_flag(text))?;
+        }
+        Ok(cfg)
+    }
+
+    /// Reads an `hlg` value from any serde deserializer, keeping the structured error:
+    /// the outer `Result` fails only when the input itself is malformed, the inner one
+    /// says which field is wrong. The server uses this to answer with `param`.
+    ///
+    /// ```
+    /// use mistralrs_hlg::HlgConfig;
+    /// let v = serde_json::json!({"width": "wide"});
+    /// let err = HlgConfig::deserialize_checked(v)?.unwrap_err();
+    /// assert_eq!(err.param(), "hlg.width");
+    /// # Ok::<(), serde_json::Error>(())
+    /// ```
+    pub fn deserialize_checked<'de, D: Deserializer<'de>>(d: D) -> Result<Result<Self, HlgError>, D::Error> {
+        Ok(HlgConfig::from_raw(RawHlg::deserialize(d)?))
+    }
+
+    fn from_raw(raw: RawHlg) -> Result<Self, HlgError> {
+        match raw {
+            RawHlg::Bool(b) => Ok(HlgConfig { enabled: Some(b), ..HlgConfig::default() }),
+            RawHlg::Map(pairs) => {
+                let mut cfg = HlgConfig::default();
+                for (field, value) in pairs {
+                    cfg.set(&field, value)?;
+                }
+                Ok(cfg)
+            }
+            RawHlg::Other(got) => Err(HlgError::NotAnObject { got }),
+        }
+    }
+
+    /// `enabled` as set, `None` when missing.
+    pub fn enabled(&self) -> Option<bool> {
+        self.enabled
+    }
+
+    /// This config with `enabled` set.
+    pub fn with_enabled(mut self, enabled: bool) -> Self {
+        self.enabled = Some(enabled);
+        self
+    }
+
+    /// The fields of `self`, each falling back to `base`'s where missing.
+    ///
+    /// ```
+    /// use mistralrs_hlg::HlgConfig;
+    /// let server = HlgConfig::from_pairs([("width", "2"), ("toe", "5")])?;
+    /// let request = HlgConfig::from_pairs([("toe", "3")])?;
+    /// let curve = request.merged_over(&server).curve();
+    /// assert_eq!((curve.width(), curve.toe()), (Some(2.0), Some(3.0)));
+    /// # Ok::<(), mistralrs_hlg::HlgError>(())
+    /// ```
+    pub fn merged_over(&self, base: &HlgConfig) -> HlgConfig {
+        HlgConfig {
+            enabled: self.enabled.or(base.enabled),
+            pivot: self.pivot.or(base.pivot),
+            pivot_offset: self.pivot_offset.or(base.pivot_offset),
+            width: self.width.or(base.width),
+            shoulder: self.shoulder.or(base.shoulder),
+            toe: self.toe.or(base.toe),
+            toe_shape: self.toe_shape.or(base.toe_shape),
+        }
+    }
+
+    /// Every field filled: missing ones from the built-in defaults, `enabled` from
+    /// `enabled_default`.
+    pub fn resolved(&self, enabled_default: bool) -> HlgConfig {
+        let c = self.curve();
+        let offset = match HlgCurve::default().pivot() {
+            Pivot::Top { offset } => offset,
+            _ => 0.0,
+        };
+        let knob = |v: Option<f32>| Some(v.map_or(Knob::Off, Knob::Nats));
+        HlgConfig {
+            enabled: Some(self.enabled.unwrap_or(enabled_default)),
+            pivot: Some(match c.pivot() {
+                Pivot::Top { .. } => PivotMode::Top,
+                Pivot::Entropy => PivotMode::Entropy,
+                Pivot::Median => PivotMode::Median,
+            }),
+            pivot_offset: Some(self.pivot_offset.unwrap_or(offset)),
+            width: knob(c.width()),
+            shoulder: knob(c.shoulder()),
+            toe: knob(c.toe()),
+            toe_shape: Some(c.toe_shape()),
+        }
+    }
+
+    /// The curve: this config's fields over the built-in defaults of
+    /// [`HlgCurve::default`]. `pivot_offset` matters only for the `top` pivot.
+    pub fn curve(&self) -> HlgCurve {
+        let mut c = HlgCurve::default();
+        let default_offset = match c.pivot {
+            Pivot::Top { offset } => offset,
+            _ => 0.0,
+        };
+        c.pivot = match self.pivot.unwrap_or(PivotMode::Top) {
+            PivotMode::Top => Pivot::Top { offset: self.pivot_offset.unwrap_or(default_offset) },
+            PivotMode::Entropy => Pivot::Entropy,
+            PivotMode::Median => Pivot::Median,
+        };
+        // Values were validated when they were set.
+        if let Some(k) = self.width {
+            c.width = k.nats();
+        }
+        if let Some(k) = self.shoulder {
+            c.shoulder = k.nats();
+        }
+        if let Some(k) = self.toe {
+            c.toe = k.nats();
+        }
+        if let Some(t) = self.toe_shape {
+            c.toe_shape = t;
+        }
+        c
+    }
+}
+
+const PIVOT: (&str, &str) = ("hlg.pivot", r#"one of "top", "entropy", "median""#);
+const TOE_SHAPE: (&str, &str) = ("hlg.toe_shape", r#"one of "log", "quadratic", "exp""#);
+
+fn invalid((param, expected): (&str, &'static str), got: &RawValue) -> HlgError {
+    HlgError::InvalidValue { param: param.to_string(), expected, got: got.render() }
+}
+
+fn parse_switch(v: &RawValue) -> Result<bool, HlgError> {
+    match v {
+        RawValue::Bool(b) => Ok(*b),
+        RawValue::Str(s) if s == "on" => Ok(true),
+        RawValue::Str(s) if s == "off" => Ok(false),
+        _ => Err(invalid(("hlg.enabled", r#"a boolean (or "on"/"off")"#), v)),
+    }
+}
+
+fn parse_name<T: Copy>(
+    v: &RawValue,
+    all: &[T],
+    name: fn(&T) -> &'static str,
+    spec: (&str, &'static str),
+) -> Result<T, HlgError> {
+    match v {
+        RawValue::Str(s) => all.iter().copied().find(|t| name(t) == s).ok_or_else(|| invalid(spec, v)),
+        _ => Err(invalid(spec, v)),
+    }
+}
+
+fn parse_number(v: &RawValue, range: &Range) -> Result<f32, HlgError> {
+    match v {
+        RawValue::Number(n) => range.check(*n),
+        _ => Err(range.error(v.render())),
+    }
+}
+
+fn parse_knob(v: &RawValue, range: &Range) -> Result<Knob, HlgError> {
+    match v {
+        RawValue::Str(s) if s == "off" => Ok(Knob::Off),
+        _ => parse_number(v, range).map(Knob::Nats),
+    }
+}
+
+impl<'de> Deserialize<'de> for HlgConfig {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        HlgConfig::deserialize_checked(d)?.map_err(de::Error::custom)
+    }
+}
+
+impl Serialize for HlgConfig {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(None)?;
+        if let Some(v) = self.enabled {
+            map.serialize_entry("enabled", &v)?;
+        }
+        if let Some(v) = self.pivot {
+            map.serialize_entry("pivot", v.name())?;
+        }
+        if let Some(v) = self.pivot_offset {
+            map.serialize_entry("pivot_offset", &v)?;
+        }
+        for (name, knob) in [("width", self.width), ("shoulder", self.shoulder), ("toe", self.toe)] {
+            match knob {
+                Some(Knob::Off) => map.serialize_entry(name, "off")?,
+                Some(Knob::Nats(v)) => map.serialize_entry(name, &v)?,
+                None => {}
+            }
+        }
+        if let Some(v) = self.toe_shape {
+            map.serialize_entry("toe_shape", v.name())?;
+        }
+        map.end()
+    }
+}
+
+/// The `hlg` value before validation.
+enum RawHlg {
+    Bool(bool),
+    Map(Vec<(String, RawValue)>),
+    Other(String),
+}
+
+impl<'de> Deserialize<'de> for RawHlg {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = RawHlg;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an object or a boolean")
+            }
+            fn visit_bool<E>(self, b: bool) -> Result<RawHlg, E> {
+                Ok(RawHlg::Bool(b))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<RawHlg, A::Error> {
+                let mut pairs = Vec::new();
+                while let Some((k, v)) = a.next_entry::<String, RawValue>()? {
+                    pairs.push((k, v));
+                }
+                Ok(RawHlg::Map(pairs))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, a: A) -> Result<RawHlg, A::Error> {
+                IgnoredAny.visit_seq(a)?;
+                Ok(RawHlg::Other("an array".into()))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<RawHlg, E> {
+                Ok(RawHlg::Other(format!("the number {}", render_number(v))))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<RawHlg, E> {
+                Ok(RawHlg::Other(format!("the number {v}")))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<RawHlg, E> {
+                Ok(RawHlg::Other(format!("the number {v}")))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<RawHlg, E> {
+                Ok(RawHlg::Other(format!("the string {v:?}")))
+            }
+            fn visit_unit<E>(self) -> Result<RawHlg, E> {
+                Ok(RawHlg::Other("null".into()))
+            }
+            fn visit_none<E>(self) -> Result<RawHlg, E> {
+                Ok(RawHlg::Other("null".into()))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for RawValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = RawValue;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("any value")
+            }
+            fn visit_bool<E>(self, b: bool) -> Result<RawValue, E> {
+                Ok(RawValue::Bool(b))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<RawValue, E> {
+                Ok(RawValue::Number(v))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<RawValue, E> {
+                Ok(RawValue::Number(v as f64))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<RawValue, E> {
+                Ok(RawValue::Number(v as f64))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<RawValue, E> {
+                Ok(RawValue::Str(v.to_string()))
+            }
+            fn visit_unit<E>(self) -> Result<RawValue, E> {
+                Ok(RawValue::Null)
+            }
+            fn visit_none<E>(self) -> Result<RawValue, E> {
+                Ok(RawValue::Null)
+            }
+            fn visit_some<D2: Deserializer<'de>>(self, d: D2) -> Result<RawValue, D2::Error> {
+                RawValue::deserialize(d)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, a: A) -> Result<RawValue, A::Error> {
+                IgnoredAny.visit_seq(a)?;
+                Ok(RawValue::Other("an array"))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, a: A) -> Result<RawValue, A::Error> {
+                IgnoredAny.visit_map(a)?;
+                Ok(RawValue::Other("an object"))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}

@@ -1,0 +1,670 @@
+//! The HLG curve: pure math on `&mut [f32]`, no tensor type.
+//!
+//! For logits `x`, a pivot `c` in raw-logit space and `z = x − c`, the unit-gain curve is
+//!
+//! ```text
+//!          ⎧ −w − T(d),  d = −z − w             z < −w    (toe)
+//! g₁(z) =  ⎨  z                                 |z| ≤ w   (mid)
+//!          ⎩  w + β_h·ln(1 + (z − w)/β_h)       z >  w    (shoulder)
+//!
+//! T(d) = β_t·ln(1 + d/β_t)        log        (the design's toe: lifts the tail)
+//!        d + d²/(2β_t)            quadratic  (steepens: holds the tail down)
+//!        β_t·(exp(d/β_t) − 1)     exp        (steepens hardest)
+//! ```
+//!
+//! and the output is `x` itself in the mid band (bit for bit) and `c + g₁(z)` outside it,
+//! evaluated as `(c ± w) ± β·…`: every step is a rounded operation monotone in `x`, so
+//! the kernel is non-decreasing within each branch by construction, and at the knees
+//! `c ± w` lies on the right side of every mid-band `x`.
+
+use crate::error::HlgError;
+use crate::fastmath;
+
+/// The smallest accepted shoulder or toe, in nats. Smaller values make `d/β` overflow
+/// for ordinary logits and mean nothing as a rolloff.
+pub const MIN_BETA: f32 = 1e-6;
+
+/// Where the curve is centred, computed per vector from the untempered distribution
+/// `p = softmax(x)` over its finite entries.
+///
+/// ```
+/// use mistralrs_hlg::{HlgCurve, Pivot};
+///
+/// let curve = HlgCurve::default().with_pivot(Pivot::Entropy).unwrap();
+/// // Two equally likely tokens: the centre of mass is their common logit.
+/// assert_eq!(curve.pivot_of(&[1.0, 1.0]), Some(1.0));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Pivot {
+    /// `c = max(x) − offset`; `offset ≥ 0` nats. One max; the default.
+    Top {
+        /// Nats below the top token.
+        offset: f32,
+    },
+    /// `c = Σ pᵢ·xᵢ`, the distribution's centre of mass (`lse − H`).
+    Entropy,
+    /// The `x` at which the cumulative mass, tokens taken in descending order, first
+    /// reaches ½. Found by selection (expected O(V)), not by sorting.
+    Median,
+}
+
+impl Pivot {
+    /// The pivot mode's name as it is spelled in the `hlg` object.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Pivot::Top { .. } => "top",
+            Pivot::Entropy => "entropy",
+            Pivot::Median => "median",
+        }
+    }
+}
+
+/// The shape of the toe (the low-probability side of the curve).
+///
+/// ```
+/// use mistralrs_hlg::ToeShape;
+///
+/// assert_eq!("quadratic".parse::<ToeShape>(), Ok(ToeShape::Quadratic));
+/// assert_eq!(ToeShape::Exp.name(), "exp");
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ToeShape {
+    /// `−w − β·ln(1 + d/β)`: the design's toe. Its slope falls toward 0, so it *raises*
+    /// far-tail logits toward the pivot and adds tail mass.
+    #[default]
+    Log,
+    /// `−w − d − d²/(2β)`: slope `1 + d/β`, holds the tail down.
+    Quadratic,
+    /// `−w − β·(exp(d/β) − 1)`: slope `exp(d/β)`, holds the tail down hardest.
+    Exp,
+}
+
+impl ToeShape {
+    /// Every shape, in the order of the docs.
+    pub const ALL: [ToeShape; 3] = [ToeShape::Log, ToeShape::Quadratic, ToeShape::Exp];
+
+    /// The name as it is spelled in the `hlg` object.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ToeShape::Log => "log",
+            ToeShape::Quadratic => "quadratic",
+            ToeShape::Exp => "exp",
+        }
+    }
+}
+
+impl std::str::FromStr for ToeShape {
+    type Err = ();
+
+    fn from_str(s: &str) -> Result<Self, ()> {
+        ToeShape::ALL.into_iter().find(|t| t.name() == s).ok_or(())
+    }
+}
+
+/// A validated HLG curve: pivot, mid width, shoulder and toe.
+///
+/// `None` for `width` means "off" (the identity); `None` for `shoulder` or `toe` means
+/// that side continues linearly (its entries are returned untouched).
+///
+/// ```
+/// use mistralrs_hlg::{HlgCurve, Pivot, ToeShape};
+///
+/// let curve = HlgCurve::new(Pivot::Top { offset: 6.0 }, Some(4.0), Some(4.0), Some(6.0), ToeShape::Log)?;
+/// let mut logits = vec![10.0, 9.0, 5.0, -20.0, f32::NEG_INFINITY];
+/// curve.apply(&mut logits);
+/// assert_eq!(logits[1], 9.0);                     // mid band (|z| ≤ 4): untouched
+/// assert!(logits[0] < 10.0);                      // shoulder: the top is pulled down
+/// assert!(logits[3] > -20.0);                     // log toe: the tail is lifted
+/// assert_eq!(logits[4], f32::NEG_INFINITY);       // masked stays masked
+/// # Ok::<(), mistralrs_hlg::HlgError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct HlgCurve {
+    pub(crate) pivot: Pivot,
+    pub(crate) width: Option<f32>,
+    pub(crate) shoulder: Option<f32>,
+    pub(crate) toe: Option<f32>,
+    pub(crate) toe_shape: ToeShape,
+}
+
+/// The built-in defaults: `top` pivot 6 nats below the top token, width 4, shoulder 4,
+/// toe 6, log toe (the design note's exploration point).
+impl Default for HlgCurve {
+    fn default() -> Self {
+        HlgCurve {
+            pivot: Pivot::Top { offset: 6.0 },
+            width: Some(4.0),
+            shoulder: Some(4.0),
+            toe: Some(6.0),
+            toe_shape: ToeShape::Log,
+        }
+    }
+}
+
+impl HlgCurve {
+    /// A curve from its parameters, validated: `offset ≥ 0`, `width ≥ 0`,
+    /// `shoulder, toe ≥ MIN_BETA`, every number finite.
+    pub fn new(
+        pivot: Pivot,
+        width: Option<f32>,
+        shoulder: Option<f32>,
+        toe: Option<f32>,
+        toe_shape: ToeShape,
+    ) -> Result<Self, HlgError> {
+        HlgCurve::default()
+            .with_pivot(pivot)?
+            .with_width(width)?
+            .with_shoulder(shoulder)?
+            .with_toe(toe)
+            .map(|c| c.with_toe_shape(toe_shape))
+    }
+
+    /// The curve that returns every input bit for bit (width off).
+    pub fn identity() -> Self {
+        HlgCurve { width: None, ..HlgCurve::default() }
+    }
+
+    /// This curve with another pivot; `offset` must be finite and `≥ 0`.
+    pub fn with_pivot(mut self, pivot: Pivot) -> Result<Self, HlgError> {
+        if let Pivot::Top { offset } = pivot {
+            PIVOT_OFFSET.check(offset.into())?;
+        }
+        self.pivot = pivot;
+        Ok(self)
+    }
+
+    /// This curve with another mid width (nats, finite, `≥ 0`), or `None` for off.
+    pub fn with_width(mut self, width: Option<f32>) -> Result<Self, HlgError> {
+        self.width = width.map(|v| WIDTH.check(v.into())).transpose()?;
+        Ok(self)
+    }
+
+    /// This curve with another shoulder (nats, finite, `≥ MIN_BETA`), or `None` for off.
+    pub fn with_shoulder(mut self, shoulder: Option<f32>) -> Result<Self, HlgError> {
+        self.shoulder = shoulder.map(|v| SHOULDER.check(v.into())).transpose()?;
+        Ok(self)
+    }
+
+    /// This curve with another toe (nats, finite, `≥ MIN_BETA`), or `None` for off.
+    pub fn with_toe(mut self, toe: Option<f32>) -> Result<Self, HlgError> {
+        self.toe = toe.map(|v| TOE.check(v.into())).transpose()?;
+        Ok(self)
+    }
+
+    /// This curve with another toe shape.
+    pub fn with_toe_shape(mut self, toe_shape: ToeShape) -> Self {
+        self.toe_shape = toe_shape;
+        self
+    }
+
+    /// The pivot mode.
+    pub fn pivot(&self) -> Pivot {
+        self.pivot
+    }
+    /// The mid width in nats, `None` when off.
+    pub fn width(&self) -> Option<f32> {
+        self.width
+    }
+    /// The shoulder in nats, `None` when off.
+    pub fn shoulder(&self) -> Option<f32> {
+        self.shoulder
+    }
+    /// The toe in nats, `None` when off.
+    pub fn toe(&self) -> Option<f32> {
+        self.toe
+    }
+    /// The toe shape.
+    pub fn toe_shape(&self) -> ToeShape {
+        self.toe_shape
+    }
+
+    /// True when the curve returns every input unchanged: width off, or both the
+    /// shoulder and the toe off.
+    ///
+    /// ```
+    /// use mistralrs_hlg::HlgCurve;
+    /// assert!(HlgCurve::identity().is_identity());
+    /// assert!(!HlgCurve::default().is_identity());
+    /// ```
+    pub fn is_identity(&self) -> bool {
+        self.width.is_none() || (self.shoulder.is_none() && self.toe.is_none())
+    }
+
+    /// The unit-gain curve `g₁(z)` at one point, in `f64` with the standard library's
+    /// `ln_1p`/`exp_m1`: the reference formula, for plots and tables (not the kernel).
+    ///
+    /// ```
+    /// use mistralrs_hlg::HlgCurve;
+    /// let c = HlgCurve::default();             // width 4, shoulder 4
+    /// assert_eq!(c.g1(1.5), 1.5);               // mid: identity
+    /// assert!((c.g1(8.0) - (4.0 + 4.0 * 2f64.ln())).abs() < 1e-12);
+    /// ```
+    pub fn g1(&self, z: f64) -> f64 {
+        let Some(w) = self.width.map(f64::from) else { return z };
+        if z > w {
+            let Some(b) = self.shoulder.map(f64::from) else { return z };
+            w + b * ((z - w) / b).ln_1p()
+        } else if z < -w {
+            let Some(b) = self.toe.map(f64::from) else { return z };
+            let d = -z - w;
+            -w - match self.toe_shape {
+                ToeShape::Log => b * (d / b).ln_1p(),
+                ToeShape::Quadratic => d + d * d / (2.0 * b),
+                ToeShape::Exp => b * (d / b).exp_m1(),
+            }
+        } else {
+            z
+        }
+    }
+
+    /// The pivot `c` in raw-logit space for this vector, over its finite entries;
+    /// `None` when it has no finite entry.
+    pub fn pivot_of(&self, logits: &[f32]) -> Option<f32> {
+        let m = kernel::finite_max(logits)?;
+        Some(match self.pivot {
+            Pivot::Top { offset } => m - offset,
+            Pivot::Entropy => kernel::entropy_center(logits, m),
+            Pivot::Median => kernel::mass_median(logits, m),
+        })
+    }
+
+    /// Applies the curve in place, at unit gain (the host divides by the temperature
+    /// afterwards). Single-threaded; never panics; never introduces a NaN; `-inf`, `+inf`
+    /// and NaN entries come back unchanged, and so does a vector without finite entries.
+    pub fn apply(&self, logits: &mut [f32]) {
+        if self.is_identity() {
+            return;
+        }
+        let Some(c) = self.pivot_of(logits) else { return };
+        let knee = kernel::Knee::new(c, self);
+        kernel::transform(logits, &knee, self.toe_shape);
+    }
+
+    /// Applies the curve to each row of a row-major `[B, V]` buffer, with a pivot per
+    /// row. `data.len()` must be a multiple of `row_len`; a ragged end is left as is.
+    ///
+    /// ```
+    /// use mistralrs_hlg::HlgCurve;
+    /// let mut batch = vec![0.0, -30.0, 100.0, 70.0];   // two rows of two
+    /// HlgCurve::default().apply_rows(&mut batch, 2);
+    /// assert_eq!(batch[0] - batch[1], batch[2] - batch[3]); // same shape per row
+    /// ```
+    pub fn apply_rows(&self, data: &mut [f32], row_len: usize) {
+        if row_len == 0 {
+            return;
+        }
+        for row in data.chunks_exact_mut(row_len) {
+            self.apply(row);
+        }
+    }
+}
+
+/// The accepted range of one numeric parameter: finite as an `f32` and `≥ min`.
+pub(crate) struct Range {
+    pub(crate) param: &'static str,
+    min: f64,
+    pub(crate) expected: &'static str,
+}
+
+pub(crate) const PIVOT_OFFSET: Range =
+    Range { param: "hlg.pivot_offset", min: 0.0, expected: "a number >= 0" };
+pub(crate) const WIDTH: Range =
+    Range { param: "hlg.width", min: 0.0, expected: "a number >= 0 or \"off\"" };
+pub(crate) const SHOULDER: Range = Range {
+    param: "hlg.shoulder",
+    min: MIN_BETA as f64,
+    expected: "a number >= 1e-6 or \"off\"",
+};
+pub(crate) const TOE: Range =
+    Range { param: "hlg.toe", min: MIN_BETA as f64, expected: "a number >= 1e-6 or \"off\"" };
+
+impl Range {
+    /// The value as an `f32`, or the error naming the parameter and its range. A value
+    /// beyond `f32`'s range is rejected, never rounded to infinity.
+    pub(crate) fn check(&self, v: f64) -> Result<f32, HlgError> {
+        if v.is_finite() && v.abs() <= f32::MAX as f64 && v >= self.min {
+            Ok(v as f32)
+        } else {
+            Err(self.error(crate::config::render_number(v)))
+        }
+    }
+
+    pub(crate) fn error(&self, got: String) -> HlgError {
+        HlgError::InvalidValue { param: self.param.to_string(), expected: self.expected, got }
+    }
+}
+
+/// The slice kernels. Each hot loop is written once as an `#[inline(always)]` body and
+/// instantiated twice: for the baseline target and, picked at run time, for AVX2. The
+/// two give identical bits (no FMA contraction, IEEE division only).
+pub(crate) mod kernel {
+    use super::{fastmath, HlgCurve, ToeShape};
+
+    const LANES: usize = 8;
+    const BLOCK: usize = 1024;
+    /// Chunk for the shoulder check: a chunk is revisited only if it has a shoulder entry.
+    const CHUNK: usize = 64;
+
+    macro_rules! dispatch {
+        ($(#[$m:meta])* fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty = $body:ident;) => {
+            $(#[$m])*
+            pub(crate) fn $name($($arg: $ty),*) -> $ret {
+                #[cfg(target_arch = "x86_64")]
+                {
+                    if std::is_x86_feature_detected!("avx2") {
+                        #[target_feature(enable = "avx2")]
+                        unsafe fn avx2($($arg: $ty),*) -> $ret {
+                            $body($($arg),*)
+                        }
+                        // SAFETY: AVX2 is present, checked just above.
+                        return unsafe { avx2($($arg),*) };
+                    }
+                }
+                $body($($arg),*)
+            }
+        };
+    }
+
+    dispatch! {
+        /// The largest finite entry, `None` when there is none.
+        fn finite_max(x: &[f32]) -> Option<f32> = finite_max_body;
+    }
+
+    #[inline(always)]
+    fn finite_max_body(x: &[f32]) -> Option<f32> {
+        let mut acc = [f32::NEG_INFINITY; LANES];
+        let chunks = x.chunks_exact(LANES);
+        let rest = chunks.remainder();
+        for ch in chunks {
+            for j in 0..LANES {
+                let v = ch[j];
+                // NaN fails both tests; +inf fails the second.
+                acc[j] = if v > acc[j] && v < f32::INFINITY { v } else { acc[j] };
+            }
+        }
+        let mut m = f32::NEG_INFINITY;
+        for &v in acc.iter().chain(rest) {
+            if v > m && v < f32::INFINITY {
+                m = v;
+            }
+        }
+        (m > f32::NEG_INFINITY).then_some(m)
+    }
+
+    /// `t = x − m` for a finite entry (`t ≤ 0`), and a sentinel that weighs 0 otherwise.
+    #[inline(always)]
+    fn shifted(v: f32, m: f32) -> f32 {
+        let t = v - m;
+        if t > f32::NEG_INFINITY && t <= 0.0 {
+            t
+        } else {
+            -100.0
+        }
+    }
+
+    dispatch! {
+        /// `(Σ e, Σ e·t)` with `e = exp(t)`, `t = x − m`, over finite entries; blocks of
+        /// f32 lanes summed into f64.
+        fn weighted_sums(x: &[f32], m: f32) -> (f64, f64) = weighted_sums_body;
+    }
+
+    #[inline(always)]
+    fn weighted_sums_body(x: &[f32], m: f32) -> (f64, f64) {
+        let (mut se, mut set) = (0f64, 0f64);
+        for block in x.chunks(BLOCK) {
+            let mut ae = [0f32; LANES];
+            let mut at = [0f32; LANES];
+            let chunks = block.chunks_exact(LANES);
+            let rest = chunks.remainder();
+            for ch in chunks {
+                for j in 0..LANES {
+                    let t = shifted(ch[j], m);
+                    let e = fastmath::exp_neg(t);
+                    ae[j] += e;
+                    at[j] += e * t;
+                }
+            }
+            for &v in rest {
+                let t = shifted(v, m);
+                let e = fastmath::exp_neg(t);
+                se += e as f64;
+                set += (e * t) as f64;
+            }
+            se += ae.iter().map(|&v| v as f64).sum::<f64>();
+            set += at.iter().map(|&v| v as f64).sum::<f64>();
+        }
+        (se, set)
+    }
+
+    /// The entropy pivot `Σ p·x = m + Σ e·(x − m) / Σ e`.
+    pub(crate) fn entropy_center(x: &[f32], m: f32) -> f32 {
+        let (se, set) = weighted_sums(x, m);
+        m + (set / se) as f32
+    }
+
+    /// Thresholds (nats below the top) at which the median search first collects
+    /// candidates; the last catches everything finite.
+    const MEDIAN_DEPTHS: [f32; 3] = [2.0, 6.0, 18.0];
+
+    dispatch! {
+        /// `Σ e` and, for each of `MEDIAN_DEPTHS`, the mass of the entries within it.
+        fn mass_profile(x: &[f32], m: f32) -> (f64, [f64; 3]) = mass_profile_body;
+    }
+
+    #[inline(always)]
+    fn mass_profile_body(x: &[f32], m: f32) -> (f64, [f64; 3]) {
+        let mut total = 0f64;
+        let mut within = [0f64; 3];
+        let [d0, d1, d2] = MEDIAN_DEPTHS.map(|d| -d);
+        for block in x.chunks(BLOCK) {
+            let mut a = [[0f32; LANES]; 4];
+            let mut tail = [0f32; 4];
+            let chunks = block.chunks_exact(LANES);
+            let rest = chunks.remainder();
+            for ch in chunks {
+                for j in 0..LANES {
+                    let t = shifted(ch[j], m);
+                    let e = fastmath::exp_neg(t);
+                    a[0][j] += e;
+                    a[1][j] += if t >= d0 { e } else { 0.0 };
+                    a[2][j] += if t >= d1 { e } else { 0.0 };
+                    a[3][j] += if t >= d2 { e } else { 0.0 };
+                }
+            }
+            for &v in rest {
+                let t = shifted(v, m);
+                let e = fastmath::exp_neg(t);
+                tail[0] += e;
+                tail[1] += if t >= d0 { e } else { 0.0 };
+                tail[2] += if t >= d1 { e } else { 0.0 };
+                tail[3] += if t >= d2 { e } else { 0.0 };
+            }
+            let sum = |i: usize| a[i].iter().map(|&v| v as f64).sum::<f64>() + tail[i] as f64;
+            total += sum(0);
+            for (i, w) in within.iter_mut().enumerate() {
+                *w += sum(i + 1);
+            }
+        }
+        (total, within)
+    }
+
+    /// The mass median: the largest finite `v` with `mass(x ≥ v) ≥ ½`.
+    ///
+    /// One pass finds the total mass and how much of it lies within 2, 6 and 18 nats of
+    /// the top; the shallowest depth holding half the mass bounds the candidates, which
+    /// are collected and searched by a weighted quickselect (expected linear time).
+    pub(crate) fn mass_median(x: &[f32], m: f32) -> f32 {
+        let (total, within) = mass_profile(x, m);
+        let half = 0.5 * total;
+        let depth = MEDIAN_DEPTHS
+            .iter()
+            .zip(within)
+            .find(|&(_, mass)| mass >= half)
+            .map_or(f32::INFINITY, |(&d, _)| d);
+        let floor = m - depth;
+        let mut cand: Vec<f32> =
+            x.iter().copied().filter(|&v| v >= floor && v < f32::INFINITY).collect();
+        if cand.is_empty() {
+            // Only when `m − depth` rounds above `m`'s neighbours; the top itself holds.
+            return m;
+        }
+        weighted_select(&mut cand, m, half)
+    }
+
+    /// Largest `v` in `cand` with `mass(cand ≥ v) ≥ target`, weights `exp(v − m)`.
+    fn weighted_select(cand: &mut [f32], m: f32, mut target: f64) -> f32 {
+        let weight = |v: f32| fastmath::exp_neg(v - m) as f64;
+        let (mut lo, mut hi) = (0usize, cand.len());
+        // A fixed xorshift stream: pivots independent of the data's order.
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        loop {
+            let part = &mut cand[lo..hi];
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let p = part[(state % part.len() as u64) as usize];
+            // Three-way partition: [greater | equal | less].
+            let (mut gt, mut i, mut lt) = (0usize, 0usize, part.len());
+            let (mut mg, mut me) = (0f64, 0f64);
+            while i < lt {
+                let v = part[i];
+                if v > p {
+                    mg += weight(v);
+                    part.swap(gt, i);
+                    gt += 1;
+                    i += 1;
+                } else if v < p {
+                    lt -= 1;
+                    part.swap(i, lt);
+                } else {
+                    me += weight(v);
+                    i += 1;
+                }
+            }
+            if mg >= target && gt > 0 {
+                hi = lo + gt;
+            } else if mg + me >= target || lt == part.len() {
+                // Found, or nothing below `p` is left (rounding in the masses).
+                return p;
+            } else {
+                target -= mg + me;
+                lo += lt;
+            }
+        }
+    }
+
+    /// The curve's constants for one vector.
+    pub(crate) struct Knee {
+        c: f32,
+        w: f32,
+        /// `c + w` and `c − w`: where the shoulder and the toe start, in raw logits.
+        c_hi: f32,
+        c_lo: f32,
+        /// `z > thr_hi` selects the shoulder; `+inf` when the shoulder is off.
+        thr_hi: f32,
+        /// `z < thr_lo` selects the toe; `−inf` when the toe is off.
+        thr_lo: f32,
+        bh: f32,
+        inv_bh: f32,
+        bt: f32,
+        inv_bt: f32,
+        half_inv_bt: f32,
+    }
+
+    impl Knee {
+        pub(crate) fn new(c: f32, curve: &HlgCurve) -> Self {
+            let w = curve.width.unwrap_or(f32::INFINITY);
+            let bh = curve.shoulder.unwrap_or(1.0);
+            let bt = curve.toe.unwrap_or(1.0);
+            Knee {
+                c,
+                w,
+                c_hi: c + w,
+                c_lo: c - w,
+                thr_hi: if curve.shoulder.is_some() { w } else { f32::INFINITY },
+                thr_lo: if curve.toe.is_some() { -w } else { f32::NEG_INFINITY },
+                bh,
+                inv_bh: 1.0 / bh,
+                bt,
+                inv_bt: 1.0 / bt,
+                half_inv_bt: 0.5 / bt,
+            }
+        }
+    }
+
+    /// The toe's drop `T(d)` below `c − w`, for `d = −z − w > 0`; monotone in `d`.
+    trait Toe {
+        fn drop(d: f32, k: &Knee) -> f32;
+    }
+    struct LogToe;
+    struct QuadraticToe;
+    struct ExpToe;
+
+    impl Toe for LogToe {
+        #[inline(always)]
+        fn drop(d: f32, k: &Knee) -> f32 {
+            k.bt * fastmath::log1p(d * k.inv_bt)
+        }
+    }
+    impl Toe for QuadraticToe {
+        #[inline(always)]
+        fn drop(d: f32, k: &Knee) -> f32 {
+            d + (d * k.half_inv_bt) * d
+        }
+    }
+    impl Toe for ExpToe {
+        #[inline(always)]
+        fn drop(d: f32, k: &Knee) -> f32 {
+            k.bt * fastmath::expm1_pos(d * k.inv_bt)
+        }
+    }
+
+    dispatch! {
+        /// Applies the curve with pivot `c` (in `knee`) to `x` in place.
+        fn transform(x: &mut [f32], knee: &Knee, shape: ToeShape) -> () = transform_body;
+    }
+
+    #[inline(always)]
+    fn transform_body(x: &mut [f32], knee: &Knee, shape: ToeShape) {
+        match shape {
+            ToeShape::Log => run::<LogToe>(x, knee),
+            ToeShape::Quadratic => run::<QuadraticToe>(x, knee),
+            ToeShape::Exp => run::<ExpToe>(x, knee),
+        }
+    }
+
+    /// Toe and mid for every entry, branch-free; then the shoulder for the few chunks
+    /// that have an entry above the upper knee.
+    #[inline(always)]
+    fn run<T: Toe>(x: &mut [f32], k: &Knee) {
+        for chunk in x.chunks_mut(CHUNK) {
+            let mut any_hi = 0u32;
+            for v in chunk.iter_mut() {
+                let xv = *v;
+                let z = xv - k.c;
+                // z = −inf is an input −inf (or an overflow): left as is.
+                let lo = z < k.thr_lo && z > f32::NEG_INFINITY;
+                let hi = z > k.thr_hi && z < f32::INFINITY;
+                let d = -z - k.w;
+                let out = k.c_lo - T::drop(d, k);
+                *v = if lo { out } else { xv };
+                any_hi |= hi as u32;
+            }
+            if any_hi != 0 {
+                shoulder(chunk, k);
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn shoulder(chunk: &mut [f32], k: &Knee) {
+        for v in chunk.iter_mut() {
+            let xv = *v;
+            let z = xv - k.c;
+            let hi = z > k.thr_hi && z < f32::INFINITY;
+            let u = z - k.w;
+            let out = k.c_hi + k.bh * fastmath::log1p(u * k.inv_bh);
+            *v = if hi { out } else { xv };
+        }
+    }
+}

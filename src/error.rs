@@ -1,0 +1,75 @@
+//! The crate's error type.
+
+use std::fmt;
+
+/// An invalid HLG parameter: which field, what it accepts, and what it got.
+///
+/// The `Display` form reads like mlx-lm's messages and names the field as it is spelled
+/// in the `hlg` request object:
+///
+/// ```
+/// use mistralrs_hlg::HlgConfig;
+///
+/// let err = serde_json::from_str::<HlgConfig>(r#"{"toe": -2}"#).unwrap_err();
+/// assert_eq!(err.to_string(), r#"`hlg.toe` must be a number >= 1e-6 or "off", got -2"#);
+/// ```
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HlgError {
+    /// A known field with a value of the right kind outside its accepted range, or a
+    /// value of the wrong kind.
+    #[error("`{param}` must be {expected}, got {got}")]
+    InvalidValue {
+        /// The field, as `hlg.<name>`.
+        param: String,
+        /// The accepted values, in words.
+        expected: &'static str,
+        /// What was received, rendered as JSON-like text.
+        got: String,
+    },
+    /// A field that the `hlg` object does not have.
+    #[error("`hlg` has no field `{field}`; expected one of {}", FieldList)]
+    UnknownField {
+        /// The unknown field's name.
+        field: String,
+    },
+    /// `hlg` itself was neither an object nor a boolean.
+    #[error("`hlg` must be an object or a boolean, got {got}")]
+    NotAnObject {
+        /// What was received, in words.
+        got: String,
+    },
+}
+
+impl HlgError {
+    /// The request parameter the error is about, as OpenAI's error `param`:
+    /// `"hlg.width"` for a bad value, `"hlg"` for an unknown field or a wrong type of
+    /// the object itself.
+    ///
+    /// ```
+    /// use mistralrs_hlg::{HlgConfig, HlgError};
+    ///
+    /// let err: HlgError = HlgConfig::from_pairs([("width", "-1")]).unwrap_err();
+    /// assert_eq!(err.param(), "hlg.width");
+    /// ```
+    pub fn param(&self) -> &str {
+        match self {
+            HlgError::InvalidValue { param, .. } => param,
+            HlgError::UnknownField { .. } | HlgError::NotAnObject { .. } => "hlg",
+        }
+    }
+}
+
+struct FieldList;
+
+impl fmt::Display for FieldList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, name) in crate::config::FIELDS.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "`{name}`")?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,43 @@
+//! # mistralrs-hlg
+//!
+//! HLG sampling for [mistral.rs]: a piecewise tone curve on the logits (toe / linear mid
+//! / shoulder around a pivot) that replaces temperature's single slope.
+//!
+//! The temperature stays the mid gain (`m = 1/T`): the host divides by `T` after this
+//! transform, so the curve here is at unit gain. See the README for the picture and the
+//! measurements.
+//!
+//! ```
+//! use mistralrs_hlg::{HlgConfig, HlgCurve};
+//!
+//! let cfg: HlgConfig = serde_json::from_str(r#"{"enabled": true, "toe": 3.5}"#)?;
+//! let curve: HlgCurve = cfg.curve();
+//! let mut logits = vec![3.0, 2.5, -1.0, -9.0, f32::NEG_INFINITY];
+//! curve.apply(&mut logits);
+//! assert_eq!(logits[4], f32::NEG_INFINITY);
+//! # Ok::<(), serde_json::Error>(())
+//! ```
+//!
+//! ## Features
+//!
+//! | feature | what it adds |
+//! | --- | --- |
+//! | *(none)* | [`HlgCurve`], [`HlgConfig`]: the math and the request object; no tensor or engine dependency |
+//! | `candle` | [`backend::candle`]: the transform as candle ops on any device, `[V]` or `[B, V]` |
+//! | `mistralrs` | `processor`: the mistral.rs logits processor and request arming |
+//! | `server` (default) | `server` and the `mistralrs-hlg` binary |
+//!
+//! [mistral.rs]: https://github.com/EricLBuehler/mistral.rs
+
+#![warn(missing_docs)]
+
+pub mod config;
+pub mod curve;
+mod error;
+mod fastmath;
+
+pub mod backend;
+
+pub use config::HlgConfig;
+pub use curve::{HlgCurve, Pivot, ToeShape};
+pub use error::HlgError;

@@ -1,0 +1,116 @@
+//! An independent f64 evaluation of DESIGN.md §2, for the kernel and backend tests.
+#![allow(dead_code)]
+
+use mistralrs_hlg::{HlgCurve, Pivot, ToeShape};
+
+/// The pivot in f64 with exact exponentials and a full sort, plus, for the median, how
+/// far (as a share of the total mass) the cumulative mass before the crossing sits from
+/// one half: a tiny margin means a rounding could pick the neighbour.
+pub fn pivot_f64(curve: &HlgCurve, x: &[f32]) -> Option<(f64, f64)> {
+    let fin: Vec<f64> = x.iter().filter(|v| v.is_finite()).map(|&v| v as f64).collect();
+    let m = fin.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if fin.is_empty() {
+        return None;
+    }
+    let w: Vec<f64> = fin.iter().map(|v| (v - m).exp()).collect();
+    let s: f64 = w.iter().sum();
+    Some(match curve.pivot() {
+        Pivot::Top { offset } => (m - offset as f64, 1.0),
+        Pivot::Entropy => (fin.iter().zip(&w).map(|(v, e)| v * e).sum::<f64>() / s, 1.0),
+        Pivot::Median => {
+            let mut idx: Vec<usize> = (0..fin.len()).collect();
+            idx.sort_by(|&a, &b| fin[b].total_cmp(&fin[a]));
+            let mut cum = 0.0;
+            let mut margin = 1.0f64;
+            let mut out = fin[idx[0]];
+            for &i in &idx {
+                margin = margin.min(((cum - 0.5 * s) / s).abs());
+                cum += w[i];
+                margin = margin.min(((cum - 0.5 * s) / s).abs());
+                if cum >= 0.5 * s {
+                    out = fin[i];
+                    break;
+                }
+            }
+            (out, margin)
+        }
+    })
+}
+
+/// The unit-gain curve, written out from the contract (not the crate's `g1`).
+pub fn g1_f64(curve: &HlgCurve, z: f64) -> Option<f64> {
+    let w = curve.width()? as f64;
+    if z > w {
+        let b = curve.shoulder()? as f64;
+        Some(w + b * ((z - w) / b).ln_1p())
+    } else if z < -w {
+        let b = curve.toe()? as f64;
+        let d = -z - w;
+        Some(match curve.toe_shape() {
+            ToeShape::Log => -w - b * (d / b).ln_1p(),
+            ToeShape::Quadratic => -w - d - d * d / (2.0 * b),
+            ToeShape::Exp => -w - b * (d / b).exp_m1(),
+        })
+    } else {
+        None
+    }
+}
+
+/// The slope `g₁'(z)` (1 in the band and on a side that is off).
+pub fn slope_f64(curve: &HlgCurve, z: f64) -> f64 {
+    let (Some(w), h) = (curve.width().map(f64::from), 1e-6 * z.abs().max(1.0)) else { return 1.0 };
+    if z.abs() <= w {
+        return 1.0;
+    }
+    let g = |z: f64| g1_f64(curve, z).unwrap_or(z);
+    ((g(z + h) - g(z - h)) / (2.0 * h)).abs()
+}
+
+/// One expected output: the value and the tolerance that goes with it.
+pub struct Expected {
+    pub value: f64,
+    pub tol: f64,
+}
+
+/// The whole transform: `x` where untouched, `c + g₁(z)` elsewhere, with `c` and `z`
+/// rounded to f32 as the contract's inputs are (the kernel's `z` is an f32) and the rest
+/// in f64. The tolerance is 1e-5 relative (of `max(1, |out|, |x|)`) plus the curve's slope
+/// times 4 ulp of `c`, for the f32 pivot of entropy and median.
+pub fn reference(curve: &HlgCurve, x: &[f32]) -> (Vec<Expected>, f64) {
+    let Some((c, margin)) = pivot_f64(curve, x) else {
+        return (x.iter().map(|&v| Expected { value: v as f64, tol: 0.0 }).collect(), 1.0);
+    };
+    let c32 = c as f32;
+    let ulp_c = (c32.abs().next_up() - c32.abs()) as f64;
+    let out = x
+        .iter()
+        .map(|&v| {
+            let xv = v as f64;
+            if !v.is_finite() {
+                return Expected { value: xv, tol: 0.0 };
+            }
+            let z = (v - c32) as f64;
+            let value = match g1_f64(curve, z) {
+                Some(g) => c32 as f64 + g,
+                None => xv,
+            };
+            let tol = 1e-5 * 1f64.max(value.abs()).max(xv.abs()) + 4.0 * ulp_c * slope_f64(curve, z);
+            Expected { value, tol }
+        })
+        .collect();
+    (out, margin)
+}
+
+/// Within tolerance, with values beyond f32 on the same side counting as equal.
+pub fn close(got: f32, want: &Expected) -> bool {
+    if want.value.is_nan() {
+        return got.is_nan();
+    }
+    if want.value.abs() > 1e37 || got.abs() > 1e37 {
+        return got.is_sign_negative() == want.value.is_sign_negative() && got.abs() > 1e37 && want.value.abs() > 1e37;
+    }
+    if want.tol == 0.0 {
+        return got as f64 == want.value;
+    }
+    (got as f64 - want.value).abs() <= want.tol
+}

@@ -1,0 +1,123 @@
+//! Properties of the slice kernel over random logits (proptest): monotone, argmax
+//! unchanged, no NaN, C¹ at the knees, identity configs bit-exact, and within 1e-5
+//! relative of an independent f64 evaluation.
+
+mod common;
+
+use mistralrs_hlg::{HlgCurve, Pivot, ToeShape};
+use proptest::prelude::*;
+
+fn pivot() -> impl Strategy<Value = Pivot> {
+    prop_oneof![
+        (0.0f32..12.0).prop_map(|offset| Pivot::Top { offset }),
+        Just(Pivot::Entropy),
+        Just(Pivot::Median),
+    ]
+}
+
+fn shape() -> impl Strategy<Value = ToeShape> {
+    prop_oneof![Just(ToeShape::Log), Just(ToeShape::Quadratic), Just(ToeShape::Exp)]
+}
+
+fn beta() -> impl Strategy<Value = Option<f32>> {
+    prop_oneof![4 => (0.05f32..50.0).prop_map(Some), 1 => Just(None)]
+}
+
+fn curve() -> impl Strategy<Value = HlgCurve> {
+    (pivot(), prop_oneof![6 => (0.0f32..10.0).prop_map(Some), 1 => Just(None)], beta(), beta(), shape())
+        .prop_map(|(p, w, bh, bt, s)| HlgCurve::new(p, w, bh, bt, s).unwrap())
+}
+
+/// Logits: a mix of scales (up to 1e4), with some −inf entries.
+fn logits() -> impl Strategy<Value = Vec<f32>> {
+    let entry = prop_oneof![
+        8 => -30.0f32..10.0,
+        2 => -1e4f32..1e4,
+        1 => Just(f32::NEG_INFINITY),
+    ];
+    prop::collection::vec(entry, 1..400)
+}
+
+fn applied(c: &HlgCurve, x: &[f32]) -> Vec<f32> {
+    let mut y = x.to_vec();
+    c.apply(&mut y);
+    y
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn non_decreasing_in_x(c in curve(), x in logits()) {
+        let y = applied(&c, &x);
+        let mut pairs: Vec<(f32, f32)> = x.iter().copied().zip(y).collect();
+        pairs.sort_by(|a, b| a.0.total_cmp(&b.0));
+        for w in pairs.windows(2) {
+            prop_assert!(w[0].1 <= w[1].1, "{:?} -> {:?} not monotone", w[0], w[1]);
+        }
+    }
+
+    #[test]
+    fn argmax_unchanged_and_no_nan(c in curve(), x in logits()) {
+        let y = applied(&c, &x);
+        prop_assert!(y.iter().all(|v| !v.is_nan()));
+        let am = |v: &[f32]| v.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(&a.0))).unwrap().0;
+        prop_assert_eq!(am(&x), am(&y));
+        // −inf stays −inf.
+        for (a, b) in x.iter().zip(&y) {
+            if *a == f32::NEG_INFINITY {
+                prop_assert_eq!(*b, f32::NEG_INFINITY);
+            }
+        }
+    }
+
+    #[test]
+    fn close_to_f64_reference(c in curve(), x in logits()) {
+        let (want, margin) = common::reference(&c, &x);
+        // A median crossing within 1e-4 of one half could go either way in f32.
+        prop_assume!(margin > 1e-4);
+        let y = applied(&c, &x);
+        for i in 0..x.len() {
+            prop_assert!(common::close(y[i], &want[i]), "entry {}: x {} got {} want {} ± {} ({:?})", i, x[i], y[i], want[i].value, want[i].tol, c);
+        }
+    }
+
+    #[test]
+    fn identity_bit_exact(x in logits(), p in pivot(), s in shape(), w in 0.0f32..10.0) {
+        for c in [
+            HlgCurve::new(p, None, Some(1.0), Some(1.0), s).unwrap(),
+            HlgCurve::new(p, Some(w), None, None, s).unwrap(),
+        ] {
+            let y = applied(&c, &x);
+            prop_assert_eq!(y.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), x.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+        }
+    }
+
+    /// With the top token at `offset` the pivot is exactly 0, so the knees sit at ±w.
+    /// One-sided slopes over h = 1e-3 on each side of each knee agree within 1e-3.
+    #[test]
+    fn c1_at_the_knees(w in 0.0f32..8.0, bh in 2.0f32..50.0, bt in 2.0f32..50.0, s in shape()) {
+        let offset = w + 1.0;
+        let c = HlgCurve::new(Pivot::Top { offset }, Some(w), Some(bh), Some(bt), s).unwrap();
+        let h = 1e-3f32;
+        let probes = [w - h, w, w + h, -w + h, -w, -w - h];
+        let mut x = vec![offset];
+        x.extend(probes);
+        let y = applied(&c, &x);
+        let slope = |i: usize, j: usize| ((y[j] - y[i]) / (x[j] - x[i])) as f64;
+        prop_assert!((slope(1, 2) - slope(2, 3)).abs() <= 1e-3, "upper knee: {} vs {}", slope(1, 2), slope(2, 3));
+        prop_assert!((slope(6, 5) - slope(5, 4)).abs() <= 1e-3, "lower knee: {} vs {}", slope(6, 5), slope(5, 4));
+    }
+}
+
+/// The pivot never depends on where the finite entries sit among masked ones.
+#[test]
+fn masked_entries_do_not_move_the_pivot() {
+    let x = [1.5f32, 0.2, -3.0, -7.5];
+    let mut padded = vec![f32::NEG_INFINITY; 10];
+    padded.extend(x);
+    padded.push(f32::NAN);
+    for c in [HlgCurve::default(), HlgCurve::default().with_pivot(Pivot::Entropy).unwrap(), HlgCurve::default().with_pivot(Pivot::Median).unwrap()] {
+        assert_eq!(c.pivot_of(&x), c.pivot_of(&padded));
+    }
+}

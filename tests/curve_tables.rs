@@ -1,0 +1,172 @@
+//! Small vectors with expected outputs worked out by hand (in f64), for every pivot
+//! mode, every toe shape and every `off` combination (DESIGN.md §2).
+
+use mistralrs_hlg::{HlgCurve, Pivot, ToeShape};
+
+const NEG: f32 = f32::NEG_INFINITY;
+
+fn curve(pivot: Pivot, w: Option<f32>, bh: Option<f32>, bt: Option<f32>, shape: ToeShape) -> HlgCurve {
+    HlgCurve::new(pivot, w, bh, bt, shape).unwrap()
+}
+
+fn check(c: &HlgCurve, x: &[f32], want: &[f64]) {
+    let mut y = x.to_vec();
+    c.apply(&mut y);
+    for (i, (&got, &w)) in y.iter().zip(want).enumerate() {
+        if w.is_infinite() {
+            assert_eq!(got as f64, w, "entry {i} of {x:?}");
+        } else {
+            assert!((got as f64 - w).abs() <= 1e-5 * w.abs().max(1.0), "entry {i}: {got} vs {w} ({c:?})");
+        }
+    }
+}
+
+// Top pivot: m = 0, offset 6 → c = −6; z = [6, 5, 1, −4, −10, −inf]; w = 4, β_h = 4, β_t = 6.
+// shoulder: −6 + 4 + 4·ln(1 + (z − 4)/4); toe, d = 6: log −10 − 6·ln 2, quadratic −10 − 6 − 3,
+// exp −10 − 6·(e − 1).
+const TOP_X: [f32; 6] = [0.0, -1.0, -5.0, -10.0, -16.0, NEG];
+
+#[test]
+fn top_log() {
+    let c = curve(Pivot::Top { offset: 6.0 }, Some(4.0), Some(4.0), Some(6.0), ToeShape::Log);
+    check(&c, &TOP_X, &[-0.378_139_567_567_342_5, -1.107_425_794_743_161, -5.0, -10.0, -14.158_883_083_359_672, f64::NEG_INFINITY]);
+}
+
+#[test]
+fn top_quadratic() {
+    let c = curve(Pivot::Top { offset: 6.0 }, Some(4.0), Some(4.0), Some(6.0), ToeShape::Quadratic);
+    check(&c, &TOP_X, &[-0.378_139_567_567_342_5, -1.107_425_794_743_161, -5.0, -10.0, -19.0, f64::NEG_INFINITY]);
+}
+
+#[test]
+fn top_exp() {
+    let c = curve(Pivot::Top { offset: 6.0 }, Some(4.0), Some(4.0), Some(6.0), ToeShape::Exp);
+    check(&c, &TOP_X, &[-0.378_139_567_567_342_5, -1.107_425_794_743_161, -5.0, -10.0, -20.309_690_970_754_27, f64::NEG_INFINITY]);
+}
+
+#[test]
+fn top_off_combinations() {
+    let p = Pivot::Top { offset: 6.0 };
+    // Shoulder off: the top side continues linearly (untouched); the toe still acts.
+    let c = curve(p, Some(4.0), None, Some(6.0), ToeShape::Quadratic);
+    check(&c, &TOP_X, &[0.0, -1.0, -5.0, -10.0, -19.0, f64::NEG_INFINITY]);
+    // Toe off: only the shoulder acts.
+    let c = curve(p, Some(4.0), Some(4.0), None, ToeShape::Exp);
+    check(&c, &TOP_X, &[-0.378_139_567_567_342_5, -1.107_425_794_743_161, -5.0, -10.0, -16.0, f64::NEG_INFINITY]);
+    // Width 0: every finite entry but the pivot itself is outside the band.
+    let c = curve(p, Some(0.0), Some(4.0), Some(6.0), ToeShape::Quadratic);
+    // z = 6 → −6 + 4·ln 2.5; z = 5 → −6 + 4·ln 2.25; z = 1 → −6 + 4·ln 1.25; z = −4 → −6 − 4 − 16/12; z = −10 → −6 − 10 − 100/12.
+    check(&c, &TOP_X[..5], &[-2.334_836_981_350_527, -2.756_279_135_134_685, -5.107_425_794_743_161, -11.333_333_333_333_334, -24.333_333_333_333_332]);
+}
+
+#[test]
+fn identity_configs_are_bit_exact() {
+    let x = [3.5f32, 1e-3, -2.25, -40.0, NEG, f32::NAN, f32::INFINITY, 1e4, -1e4];
+    for c in [
+        HlgCurve::identity(),
+        curve(Pivot::Entropy, Some(0.0), None, None, ToeShape::Exp),
+        curve(Pivot::Median, None, Some(0.1), Some(0.1), ToeShape::Log),
+    ] {
+        assert!(c.is_identity());
+        let mut y = x;
+        c.apply(&mut y);
+        assert_eq!(y.map(f32::to_bits), x.map(f32::to_bits), "{c:?}");
+    }
+}
+
+// Entropy pivot: x = [ln 3, 0, −3]; c = Σ p·x = 0.7769484192088211. With w = 0.5 the top
+// (z = 0.32) stays in the band; 0 and −3 fall in the toe (β_t = 1).
+#[test]
+fn entropy_every_shape() {
+    let x = [3f32.ln(), 0.0, -3.0];
+    let c = curve(Pivot::Entropy, Some(0.5), Some(1.0), Some(1.0), ToeShape::Log);
+    assert!((c.pivot_of(&x).unwrap() as f64 - 0.776_948_419_208_821_1).abs() < 1e-6);
+    check(&c, &x, &[1.098_612_288_668_109_8, 0.032_475_235_136_442_9, -1.176_291_349_923_204_6]);
+    let c = c.with_toe_shape(ToeShape::Quadratic);
+    check(&c, &x, &[1.098_612_288_668_109_8, -0.038_350_213_451_132_43, -8.369_195_471_077_594]);
+    let c = c.with_toe_shape(ToeShape::Exp);
+    check(&c, &x, &[1.098_612_288_668_109_8, -0.042_149_909_935_865_54, -25.217_849_776_141_94]);
+}
+
+// Median pivot: masses e^x = [1, .9048, .8187, .7408, .0067], total 3.4711; half 1.7356 is
+// first reached at the second token, so c = −0.1. w = 0.05, β_h = 0.5, β_t = 2.
+#[test]
+fn median_log_and_quadratic() {
+    let x = [0.0f32, -0.1, -0.2, -0.3, -5.0, NEG];
+    let c = curve(Pivot::Median, Some(0.05), Some(0.5), Some(2.0), ToeShape::Log);
+    assert_eq!(c.pivot_of(&x), Some(-0.1));
+    check(&c, &x, &[-0.002_344_910_097_837_577, -0.1, -0.199_385_225_180_743, -0.294_641_323_159_252_2, -2.612_202_943_428_377, f64::NEG_INFINITY]);
+    let c = c.with_toe_shape(ToeShape::Quadratic);
+    check(&c, &x, &[-0.002_344_910_097_837_577, -0.1, -0.200_625, -0.305_625, -10.880_625, f64::NEG_INFINITY]);
+}
+
+#[test]
+fn median_cases() {
+    let c = curve(Pivot::Median, Some(1.0), Some(1.0), Some(1.0), ToeShape::Log);
+    // The top token holds more than half: the median is the top.
+    assert_eq!(c.pivot_of(&[2.0, 1.0, 0.0, -1.0]), Some(2.0));
+    // Ties: three equal tokens; half the mass is reached inside the tie.
+    assert_eq!(c.pivot_of(&[0.0, -10.0, 0.0, 0.0]), Some(0.0));
+    // A flat vector of 10 000 tokens, far below the collection depths: exact middle.
+    let flat: Vec<f32> = (0..10_000).map(|i| -(i as f32) * 1e-2).collect();
+    let (want, _) = {
+        let w: Vec<f64> = flat.iter().map(|&v| (v as f64).exp()).collect();
+        let s: f64 = w.iter().sum();
+        let mut cum = 0.0;
+        let i = w.iter().position(|e| {
+            cum += e;
+            cum >= 0.5 * s
+        });
+        (flat[i.unwrap()], s)
+    };
+    assert_eq!(c.pivot_of(&flat), Some(want));
+    // Order does not matter.
+    let mut rev = flat.clone();
+    rev.reverse();
+    assert_eq!(c.pivot_of(&rev), Some(want));
+}
+
+#[test]
+fn non_finite_entries() {
+    let c = HlgCurve::default();
+    // No finite entry: unchanged.
+    let mut y = [NEG, f32::NAN, f32::INFINITY];
+    c.apply(&mut y);
+    assert_eq!(y[0], NEG);
+    assert!(y[1].is_nan());
+    assert_eq!(y[2], f32::INFINITY);
+    // NaN and +inf are ignored by the pivot and passed through.
+    let mut a = [0.0f32, -16.0, f32::NAN, f32::INFINITY, NEG];
+    let mut b = [0.0f32, -16.0];
+    c.apply(&mut a);
+    c.apply(&mut b);
+    assert_eq!(&a[..2], &b);
+    assert!(a[2].is_nan());
+    assert_eq!(a[3], f32::INFINITY);
+    assert_eq!(a[4], NEG);
+    // Empty input.
+    c.apply(&mut []);
+}
+
+#[test]
+fn exp_toe_far_tail_is_negative_not_nan() {
+    let c = curve(Pivot::Top { offset: 0.0 }, Some(0.0), Some(1.0), Some(0.01), ToeShape::Exp);
+    let mut y = [0.0f32, -1.0, -1e4, -3e38];
+    c.apply(&mut y);
+    assert!(y.iter().all(|v| !v.is_nan()));
+    assert_eq!(y[2], NEG);
+    assert!(y[1] < -1e30 || y[1] == NEG);
+}
+
+#[test]
+fn rows_have_their_own_pivot() {
+    let c = HlgCurve::default();
+    let rows = [[0.0f32, -3.0, -16.0], [100.0, 97.0, 84.0]];
+    let mut batch: Vec<f32> = rows.concat();
+    c.apply_rows(&mut batch, 3);
+    for (r, row) in rows.iter().enumerate() {
+        let mut one = *row;
+        c.apply(&mut one);
+        assert_eq!(&batch[r * 3..r * 3 + 3], &one);
+    }
+}
