@@ -1,0 +1,144 @@
+//! The candle backend (CPU device) against the slice kernel.
+#![cfg(feature = "candle")]
+
+mod common;
+
+use candle_core::{DType, Device, Tensor};
+use mistralrs_hlg::{backend::candle::apply, HlgCurve, Pivot, ToeShape};
+use proptest::prelude::*;
+
+fn every_curve() -> Vec<HlgCurve> {
+    let mut out = vec![];
+    for pivot in [Pivot::Top { offset: 6.0 }, Pivot::Top { offset: 0.5 }, Pivot::Entropy, Pivot::Median] {
+        for shape in ToeShape::ALL {
+            for (w, bh, bt) in [
+                (Some(4.0), Some(4.0), Some(6.0)),
+                (Some(1.0), Some(0.5), Some(2.0)),
+                (Some(0.0), Some(3.0), Some(3.0)),
+                (Some(2.0), None, Some(3.0)),
+                (Some(2.0), Some(3.0), None),
+                (Some(2.0), None, None),
+                (None, Some(3.0), Some(3.0)),
+            ] {
+                out.push(HlgCurve::new(pivot, w, bh, bt, shape).unwrap());
+            }
+        }
+    }
+    out
+}
+
+fn kernel(c: &HlgCurve, x: &[f32]) -> Vec<f32> {
+    let mut y = x.to_vec();
+    c.apply(&mut y);
+    y
+}
+
+/// The largest difference between the backend and the kernel, in units of the allowed
+/// error: 1e-5 × max(1, |kernel value|) (absolute within ±1, relative beyond: the exp toe
+/// reaches 1e6 and more, where an f32 ulp exceeds 1e-5), plus the curve's slope times 4 ulp
+/// of the pivot, since the two compute the entropy and median pivots with different
+/// (equally valid) roundings and a steep toe amplifies that.
+fn worst(c: &HlgCurve, x: &[f32], got: &[f32]) -> f32 {
+    let want = kernel(c, x);
+    let pivot = c.pivot_of(x).unwrap_or(0.0);
+    let ulp_c = pivot.abs().next_up() - pivot.abs();
+    got.iter()
+        .zip(&want)
+        .zip(x)
+        .map(|((&p, &q), &xv)| {
+            if p == q || (p.is_nan() && q.is_nan()) {
+                return 0.0;
+            }
+            let slope = common::slope_f64(c, (xv - pivot) as f64) as f32;
+            (p - q).abs() / (1e-5 * q.abs().max(1.0) + 4.0 * ulp_c * slope)
+        })
+        .fold(0.0, f32::max)
+}
+
+fn logits() -> impl Strategy<Value = Vec<f32>> {
+    prop::collection::vec(prop_oneof![10 => -25.0f32..8.0, 1 => Just(f32::NEG_INFINITY)], 2..300)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    #[test]
+    fn rank1_matches_kernel(x in logits()) {
+        for c in every_curve() {
+            let t = Tensor::from_slice(&x, x.len(), &Device::Cpu).unwrap();
+            let got: Vec<f32> = apply(&c, &t).unwrap().to_vec1().unwrap();
+            let d = worst(&c, &x, &got);
+            prop_assert!(d <= 1.0, "difference {} of the tolerance for {:?}", d, c);
+            for (a, b) in x.iter().zip(&got) {
+                if *a == f32::NEG_INFINITY { prop_assert_eq!(*b, f32::NEG_INFINITY); }
+            }
+        }
+    }
+
+    #[test]
+    fn batch_rows_are_independent(a in logits(), shift in -50.0f32..50.0, scale in 0.2f32..3.0) {
+        let b: Vec<f32> = a.iter().map(|v| v * scale + shift).collect();
+        let n = a.len();
+        let t = Tensor::from_slice(&[a.clone(), b.clone()].concat(), (2, n), &Device::Cpu).unwrap();
+        for c in every_curve() {
+            let rows = apply(&c, &t).unwrap().to_vec2::<f32>().unwrap();
+            prop_assert!(worst(&c, &a, &rows[0]) <= 1.0);
+            let d = worst(&c, &b, &rows[1]);
+            prop_assert!(d <= 1.0, "{} of the tolerance for {:?}", d, c);
+        }
+    }
+}
+
+#[test]
+fn identity_and_non_finite_rows() {
+    let x = [1.0f32, f32::NAN, f32::INFINITY, f32::NEG_INFINITY, -3.0];
+    let t = Tensor::from_slice(&x, 5, &Device::Cpu).unwrap();
+    let same: Vec<f32> = apply(&HlgCurve::identity(), &t).unwrap().to_vec1().unwrap();
+    assert_eq!(same.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), x.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+    // A row without finite entries comes back unchanged, next to a normal row.
+    let rows = Tensor::from_slice(&[f32::NEG_INFINITY, f32::NAN, 0.0, -20.0], (2, 2), &Device::Cpu).unwrap();
+    for c in every_curve() {
+        let out = apply(&c, &rows).unwrap().to_vec2::<f32>().unwrap();
+        assert_eq!(out[0][0], f32::NEG_INFINITY);
+        assert!(out[0][1].is_nan());
+        assert!(worst(&c, &[0.0, -20.0], &out[1]) <= 1.0, "{c:?}");
+    }
+}
+
+#[test]
+fn half_precision_in_same_dtype_out() {
+    let x: Vec<f32> = (0..64).map(|i| 4.0 - i as f32 * 0.37).collect();
+    for dtype in [DType::F16, DType::BF16] {
+        let t = Tensor::from_slice(&x, 64, &Device::Cpu).unwrap().to_dtype(dtype).unwrap();
+        let rounded: Vec<f32> = t.to_dtype(DType::F32).unwrap().to_vec1().unwrap();
+        for c in every_curve() {
+            let y = apply(&c, &t).unwrap();
+            assert_eq!(y.dtype(), dtype);
+            let got: Vec<f32> = y.to_dtype(DType::F32).unwrap().to_vec1().unwrap();
+            // The kernel on the rounded input, rounded to the same dtype.
+            let want: Vec<f32> = Tensor::from_slice(&kernel(&c, &rounded), 64, &Device::Cpu)
+                .unwrap()
+                .to_dtype(dtype)
+                .unwrap()
+                .to_dtype(DType::F32)
+                .unwrap()
+                .to_vec1()
+                .unwrap();
+            for (g, w) in got.iter().zip(&want) {
+                if g == w {
+                    continue;
+                }
+                // One unit in the last place of the half type either way.
+                let ulp = if dtype == DType::F16 { 2f32.powi(-10) } else { 2f32.powi(-7) } * w.abs().max(1.0);
+                assert!((g - w).abs() <= ulp, "{dtype:?} {g} vs {w} ({c:?})");
+            }
+        }
+    }
+}
+
+#[test]
+fn rank_three_is_an_error_not_a_panic() {
+    let t = Tensor::zeros((2, 2, 2), DType::F32, &Device::Cpu).unwrap();
+    let err = apply(&HlgCurve::default(), &t).unwrap_err();
+    assert!(err.to_string().contains("rank 3"), "{err}");
+}
