@@ -341,7 +341,7 @@ pub(crate) mod kernel {
     use super::{fastmath, HlgCurve, ToeShape};
 
     const LANES: usize = 8;
-    const BLOCK: usize = 1024;
+    const BLOCK: usize = 512;
     /// Chunk for the shoulder check: a chunk is revisited only if it has a shoulder entry.
     const CHUNK: usize = 64;
 
@@ -379,7 +379,7 @@ pub(crate) mod kernel {
             for j in 0..LANES {
                 let v = ch[j];
                 // NaN fails both tests; +inf fails the second.
-                acc[j] = if v > acc[j] && v < f32::INFINITY { v } else { acc[j] };
+                acc[j] = if (v > acc[j]) & (v < f32::INFINITY) { v } else { acc[j] };
             }
         }
         let mut m = f32::NEG_INFINITY;
@@ -395,11 +395,35 @@ pub(crate) mod kernel {
     #[inline(always)]
     fn shifted(v: f32, m: f32) -> f32 {
         let t = v - m;
-        if t > f32::NEG_INFINITY && t <= 0.0 {
+        if (t > f32::NEG_INFINITY) & (t <= 0.0) {
             t
         } else {
             -100.0
         }
+    }
+
+    /// `t = x − m` and `e = exp(t)` for one block, as an element-wise map (which LLVM
+    /// vectorises; the sums over the buffers below are simple lane-wise adds).
+    #[inline(always)]
+    fn weights(block: &[f32], m: f32, e: &mut [f32; BLOCK], t: &mut [f32; BLOCK]) {
+        for ((&v, e), t) in block.iter().zip(e.iter_mut()).zip(t.iter_mut()) {
+            *t = shifted(v, m);
+            *e = fastmath::exp_neg(*t);
+        }
+    }
+
+    /// Lane-wise sum of `f(i)` over `0..n` (8 f32 lanes, then f64).
+    #[inline(always)]
+    fn lane_sum(n: usize, f: impl Fn(usize) -> f32) -> f64 {
+        let mut acc = [0f32; LANES];
+        let full = n / LANES * LANES;
+        for i in (0..full).step_by(LANES) {
+            for j in 0..LANES {
+                acc[j] += f(i + j);
+            }
+        }
+        let tail: f32 = (full..n).map(&f).sum();
+        acc.iter().map(|&v| v as f64).sum::<f64>() + tail as f64
     }
 
     dispatch! {
@@ -411,27 +435,12 @@ pub(crate) mod kernel {
     #[inline(always)]
     fn weighted_sums_body(x: &[f32], m: f32) -> (f64, f64) {
         let (mut se, mut set) = (0f64, 0f64);
+        let (mut e, mut t) = ([0f32; BLOCK], [0f32; BLOCK]);
         for block in x.chunks(BLOCK) {
-            let mut ae = [0f32; LANES];
-            let mut at = [0f32; LANES];
-            let chunks = block.chunks_exact(LANES);
-            let rest = chunks.remainder();
-            for ch in chunks {
-                for j in 0..LANES {
-                    let t = shifted(ch[j], m);
-                    let e = fastmath::exp_neg(t);
-                    ae[j] += e;
-                    at[j] += e * t;
-                }
-            }
-            for &v in rest {
-                let t = shifted(v, m);
-                let e = fastmath::exp_neg(t);
-                se += e as f64;
-                set += (e * t) as f64;
-            }
-            se += ae.iter().map(|&v| v as f64).sum::<f64>();
-            set += at.iter().map(|&v| v as f64).sum::<f64>();
+            weights(block, m, &mut e, &mut t);
+            let n = block.len();
+            se += lane_sum(n, |i| e[i]);
+            set += lane_sum(n, |i| e[i] * t[i]);
         }
         (se, set)
     }
@@ -455,34 +464,13 @@ pub(crate) mod kernel {
     fn mass_profile_body(x: &[f32], m: f32) -> (f64, [f64; 3]) {
         let mut total = 0f64;
         let mut within = [0f64; 3];
-        let [d0, d1, d2] = MEDIAN_DEPTHS.map(|d| -d);
+        let (mut e, mut t) = ([0f32; BLOCK], [0f32; BLOCK]);
         for block in x.chunks(BLOCK) {
-            let mut a = [[0f32; LANES]; 4];
-            let mut tail = [0f32; 4];
-            let chunks = block.chunks_exact(LANES);
-            let rest = chunks.remainder();
-            for ch in chunks {
-                for j in 0..LANES {
-                    let t = shifted(ch[j], m);
-                    let e = fastmath::exp_neg(t);
-                    a[0][j] += e;
-                    a[1][j] += if t >= d0 { e } else { 0.0 };
-                    a[2][j] += if t >= d1 { e } else { 0.0 };
-                    a[3][j] += if t >= d2 { e } else { 0.0 };
-                }
-            }
-            for &v in rest {
-                let t = shifted(v, m);
-                let e = fastmath::exp_neg(t);
-                tail[0] += e;
-                tail[1] += if t >= d0 { e } else { 0.0 };
-                tail[2] += if t >= d1 { e } else { 0.0 };
-                tail[3] += if t >= d2 { e } else { 0.0 };
-            }
-            let sum = |i: usize| a[i].iter().map(|&v| v as f64).sum::<f64>() + tail[i] as f64;
-            total += sum(0);
-            for (i, w) in within.iter_mut().enumerate() {
-                *w += sum(i + 1);
+            weights(block, m, &mut e, &mut t);
+            let n = block.len();
+            total += lane_sum(n, |i| e[i]);
+            for (w, depth) in within.iter_mut().zip(MEDIAN_DEPTHS) {
+                *w += lane_sum(n, |i| if t[i] >= -depth { e[i] } else { 0.0 });
             }
         }
         (total, within)
@@ -503,22 +491,22 @@ pub(crate) mod kernel {
             .map_or(f32::INFINITY, |(&d, _)| d);
         let floor = m - depth;
         let mut cand: Vec<f32> =
-            x.iter().copied().filter(|&v| v >= floor && v < f32::INFINITY).collect();
+            x.iter().copied().filter(|&v| (v >= floor) & (v < f32::INFINITY)).collect();
         if cand.is_empty() {
             // Only when `m − depth` rounds above `m`'s neighbours; the top itself holds.
             return m;
         }
-        weighted_select(&mut cand, m, half)
+        let mut wts: Vec<f32> = cand.iter().map(|&v| fastmath::exp_neg(v - m)).collect();
+        weighted_select(&mut cand, &mut wts, half)
     }
 
-    /// Largest `v` in `cand` with `mass(cand ≥ v) ≥ target`, weights `exp(v − m)`.
-    fn weighted_select(cand: &mut [f32], m: f32, mut target: f64) -> f32 {
-        let weight = |v: f32| fastmath::exp_neg(v - m) as f64;
+    /// Largest `v` in `cand` with `Σ{w : cand ≥ v} ≥ target` (weights alongside).
+    fn weighted_select(cand: &mut [f32], wts: &mut [f32], mut target: f64) -> f32 {
         let (mut lo, mut hi) = (0usize, cand.len());
         // A fixed xorshift stream: pivots independent of the data's order.
         let mut state = 0x9e37_79b9_7f4a_7c15u64;
         loop {
-            let part = &mut cand[lo..hi];
+            let (part, pw) = (&mut cand[lo..hi], &mut wts[lo..hi]);
             state ^= state << 13;
             state ^= state >> 7;
             state ^= state << 17;
@@ -529,15 +517,17 @@ pub(crate) mod kernel {
             while i < lt {
                 let v = part[i];
                 if v > p {
-                    mg += weight(v);
+                    mg += pw[i] as f64;
                     part.swap(gt, i);
+                    pw.swap(gt, i);
                     gt += 1;
                     i += 1;
                 } else if v < p {
                     lt -= 1;
                     part.swap(i, lt);
+                    pw.swap(i, lt);
                 } else {
-                    me += weight(v);
+                    me += pw[i] as f64;
                     i += 1;
                 }
             }
@@ -633,38 +623,46 @@ pub(crate) mod kernel {
         }
     }
 
-    /// Toe and mid for every entry, branch-free; then the shoulder for the few chunks
-    /// that have an entry above the upper knee.
+    /// Toe and mid for every entry, branch-free; then the shoulder for the few 64-entry
+    /// chunks that have an entry above the upper knee.
+    ///
+    /// Each block is computed into a local buffer and written back whole: selecting
+    /// between the new and the old value in place lets LLVM emit masked stores
+    /// (`vmaskmovps`), which are microcoded and many times slower on AMD cores.
     #[inline(always)]
     fn run<T: Toe>(x: &mut [f32], k: &Knee) {
-        for chunk in x.chunks_mut(CHUNK) {
-            let mut any_hi = 0u32;
-            for v in chunk.iter_mut() {
-                let xv = *v;
-                let z = xv - k.c;
-                // z = −inf is an input −inf (or an overflow): left as is.
-                let lo = z < k.thr_lo && z > f32::NEG_INFINITY;
-                let hi = z > k.thr_hi && z < f32::INFINITY;
-                let d = -z - k.w;
-                let out = k.c_lo - T::drop(d, k);
-                *v = if lo { out } else { xv };
-                any_hi |= hi as u32;
+        let mut buf = [0f32; BLOCK];
+        for block in x.chunks_mut(BLOCK) {
+            let out = &mut buf[..block.len()];
+            for (o, xs) in out.chunks_mut(CHUNK).zip(block.chunks(CHUNK)) {
+                let mut any_hi = 0u32;
+                for (o, &xv) in o.iter_mut().zip(xs) {
+                    let z = xv - k.c;
+                    // z = −inf is an input −inf (or an overflow): left as is.
+                    let lo = (z < k.thr_lo) & (z > f32::NEG_INFINITY);
+                    let hi = (z > k.thr_hi) & (z < f32::INFINITY);
+                    let d = -z - k.w;
+                    let toe = k.c_lo - T::drop(d, k);
+                    *o = if lo { toe } else { xv };
+                    any_hi |= hi as u32;
+                }
+                if any_hi != 0 {
+                    shoulder(o, xs, k);
+                }
             }
-            if any_hi != 0 {
-                shoulder(chunk, k);
-            }
+            block.copy_from_slice(out);
         }
     }
 
+    /// The shoulder over one chunk: `out` holds the toe pass, `x` the input.
     #[inline(always)]
-    fn shoulder(chunk: &mut [f32], k: &Knee) {
-        for v in chunk.iter_mut() {
-            let xv = *v;
+    fn shoulder(out: &mut [f32], x: &[f32], k: &Knee) {
+        for (o, &xv) in out.iter_mut().zip(x) {
             let z = xv - k.c;
-            let hi = z > k.thr_hi && z < f32::INFINITY;
+            let hi = (z > k.thr_hi) & (z < f32::INFINITY);
             let u = z - k.w;
-            let out = k.c_hi + k.bh * fastmath::log1p(u * k.inv_bh);
-            *v = if hi { out } else { xv };
+            let sh = k.c_hi + k.bh * fastmath::log1p(u * k.inv_bh);
+            *o = if hi { sh } else { *o };
         }
     }
 }

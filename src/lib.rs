@@ -24,7 +24,7 @@
 //! | --- | --- |
 //! | *(none)* | [`HlgCurve`], [`HlgConfig`]: the math and the request object; no tensor or engine dependency |
 //! | `candle` | [`backend::candle`]: the transform as candle ops on any device, `[V]` or `[B, V]` |
-//! | `mistralrs` | `processor`: the mistral.rs logits processor and request arming |
+//! | `mistralrs` | `processor`: the mistral.rs logits processor and request arming; `model`: the embedded default model |
 //! | `server` (default) | `server` and the `mistralrs-hlg` binary |
 //!
 //! [mistral.rs]: https://github.com/EricLBuehler/mistral.rs
@@ -37,6 +37,12 @@ mod error;
 mod fastmath;
 
 pub mod backend;
+#[cfg(feature = "mistralrs")]
+pub mod model;
+#[cfg(feature = "mistralrs")]
+pub mod processor;
+#[cfg(feature = "server")]
+pub mod server;
 
 pub use config::HlgConfig;
 pub use curve::{HlgCurve, Pivot, ToeShape};
