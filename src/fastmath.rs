@@ -21,8 +21,6 @@
 const LN2_HI: f32 = 0.693_145_75; // ln 2 split so that k·LN2_HI is exact for |k| < 2^9
 const LN2_LO: f32 = 1.428_606_8e-6;
 const LOG2_E: f32 = std::f32::consts::LOG2_E;
-/// 2^-100.
-const TINY: f32 = 7.888_609e-31;
 /// 1.5·2^23: adding and subtracting it rounds an `f32` in ±2^22 to the nearest integer.
 const ROUND_MAGIC: f32 = 12_582_912.0;
 

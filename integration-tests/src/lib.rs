@@ -1,1 +1,102 @@
+//! Helpers for the end-to-end tests: a fresh engine on the embedded model, the plugin's
+//! router and upstream's, and requests through a router without a socket.
 
+use std::sync::OnceLock;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use axum::Router;
+use http_body_util::BodyExt;
+use mistralrs_hlg::server::{self, load::ModelSource};
+use mistralrs_hlg::HlgConfig;
+use mistralrs_server_core::mistralrs_server_router_builder::MistralRsServerRouterBuilder;
+use mistralrs_server_core::types::SharedMistralRsState;
+use serde_json::Value;
+use tower::ServiceExt;
+
+/// The embedded model, fetched once per test process.
+pub fn model() -> ModelSource {
+    static PATH: OnceLock<String> = OnceLock::new();
+    let p = PATH.get_or_init(|| {
+        mistralrs_hlg::model::ensure_default_model().expect("fetching the embedded model").to_string_lossy().into_owned()
+    });
+    ModelSource::resolve(p, None).expect("model path")
+}
+
+/// A fresh engine (its sampling RNG starts from the same seed each time).
+pub async fn engine() -> SharedMistralRsState {
+    server::load::load(&model(), true).await.expect("loading the model")
+}
+
+/// The plugin's router over `state`, with these server defaults.
+pub async fn plugin(state: SharedMistralRsState, defaults: HlgConfig) -> Router {
+    server::router(state, defaults).await.expect("router")
+}
+
+/// Upstream's own router over `state`: the engine without the plugin.
+pub async fn upstream(state: SharedMistralRsState) -> Router {
+    MistralRsServerRouterBuilder::new().with_mistralrs(state).build().await.expect("upstream router")
+}
+
+/// A request through the router, no socket: status and body text.
+pub async fn call(router: &Router, method: &str, path: &str, body: Option<&Value>) -> (StatusCode, String) {
+    let req = Request::builder().method(method).uri(path).header("content-type", "application/json");
+    let req = match body {
+        Some(b) => req.body(Body::from(b.to_string())),
+        None => req.body(Body::empty()),
+    }
+    .unwrap();
+    let resp = router.clone().oneshot(req).await.unwrap();
+    let status = resp.status();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    (status, String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// POST JSON, expect 200, return the JSON body.
+pub async fn post_ok(router: &Router, path: &str, body: &Value) -> Value {
+    let (status, text) = call(router, "POST", path, Some(body)).await;
+    assert_eq!(status, StatusCode::OK, "{path}: {text}");
+    serde_json::from_str(&text).unwrap()
+}
+
+/// The text of every choice of a chat or text completion.
+pub fn texts(resp: &Value) -> Vec<String> {
+    resp["choices"]
+        .as_array()
+        .expect("choices")
+        .iter()
+        .map(|c| c["message"]["content"].as_str().or(c["text"].as_str()).unwrap_or_default().to_string())
+        .collect()
+}
+
+/// A chat request for `prompt` with extra fields merged in.
+pub fn chat(prompt: &str, max_tokens: u32, extra: Value) -> Value {
+    let mut v = serde_json::json!({
+        "model": "default",
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": max_tokens,
+    });
+    if let (Some(o), Some(e)) = (v.as_object_mut(), extra.as_object()) {
+        for (k, x) in e {
+            o.insert(k.clone(), x.clone());
+        }
+    }
+    v
+}
+
+/// The fixed prompt set of the generation tests.
+pub const PROMPTS: [&str; 3] = [
+    "Write one sentence about the sea.",
+    "Name three fruits.",
+    "Describe a market in a city that does not exist.",
+];
+
+/// Runs the prompt set through `router`, one request after another, with `extra` fields.
+pub async fn run_prompts(router: &Router, max_tokens: u32, extra: &Value) -> Vec<String> {
+    let mut out = vec![];
+    for p in PROMPTS {
+        let resp = post_ok(router, "/v1/chat/completions", &chat(p, max_tokens, extra.clone())).await;
+        out.extend(texts(&resp));
+    }
+    out
+}

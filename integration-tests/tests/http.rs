@@ -1,0 +1,103 @@
+//! The HTTP surface: through the router without a socket, and over a real socket.
+
+use axum::http::StatusCode;
+use mistralrs_hlg::HlgConfig;
+use mistralrs_hlg_integration_tests::{call, chat, engine, plugin, post_ok, texts, upstream};
+use serde_json::{json, Value};
+
+#[tokio::test(flavor = "multi_thread")]
+async fn http_surface() {
+    let state = engine().await;
+    let defaults = HlgConfig::from_pairs([("toe", "5"), ("pivot", "entropy")]).unwrap();
+    let app = plugin(state.clone(), defaults).await;
+    let up = upstream(state.clone()).await;
+
+    // Each kind of bad `hlg` is a 400 naming the field; the server keeps serving.
+    let bad = [
+        json!({"width": -1}),
+        json!({"toe": 0}),
+        json!({"shoulder": "soft"}),
+        json!({"toe": 1e39}),
+        json!({"pivot": "mean"}),
+        json!({"toe_shape": "cubic"}),
+        json!({"pivot_offset": -3}),
+        json!({"enabled": "yes"}),
+        json!({"gain": 2}),
+        json!("on"),
+        json!(3),
+    ];
+    let mut seen = vec![];
+    for (i, h) in bad.iter().enumerate() {
+        let path = if i % 2 == 0 { "/v1/chat/completions" } else { "/v1/completions" };
+        let body = if i % 2 == 0 {
+            chat("Hi", 4, json!({"hlg": h}))
+        } else {
+            json!({"model": "default", "prompt": "Hi", "max_tokens": 4, "hlg": h})
+        };
+        let (status, text) = call(&app, "POST", path, Some(&body)).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{h}: {text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        seen.push(json!({"hlg": h, "route": path, "error": v["error"]}));
+    }
+    insta::assert_json_snapshot!("bad_hlg", seen);
+
+    // Accepted on both routes, after the rejections.
+    let r = post_ok(&app, "/v1/chat/completions", &chat("Name a colour.", 8, json!({"temperature": 0.8, "hlg": {"toe_shape": "quadratic"}}))).await;
+    assert_eq!(texts(&r).len(), 1);
+    let r = post_ok(&app, "/v1/completions", &json!({"model": "default", "prompt": "The sky is", "max_tokens": 6, "temperature": 0.8, "hlg": true})).await;
+    assert!(!texts(&r)[0].is_empty());
+
+    // n = 2 with hlg: two choices.
+    let r = post_ok(&app, "/v1/chat/completions", &chat("Say hello.", 6, json!({"temperature": 0.9, "n": 2, "hlg": {}}))).await;
+    assert_eq!(texts(&r).len(), 2, "{r}");
+
+    // Streaming with hlg: SSE chunks, then [DONE].
+    let (status, body) = call(&app, "POST", "/v1/chat/completions", Some(&chat("Count to three.", 8, json!({"temperature": 0.7, "stream": true, "hlg": {"width": 2}})))).await;
+    assert_eq!(status, StatusCode::OK);
+    let events: Vec<&str> = body.lines().filter_map(|l| l.strip_prefix("data: ")).collect();
+    assert!(events.len() >= 2, "{body}");
+    assert_eq!(events.last().copied(), Some("[DONE]"));
+    let first: Value = serde_json::from_str(events[0]).unwrap();
+    assert_eq!(first["object"], "chat.completion.chunk");
+
+    // The server's effective defaults.
+    let (status, text) = call(&app, "GET", "/v1/hlg", None).await;
+    assert_eq!(status, StatusCode::OK);
+    insta::assert_snapshot!("effective_defaults", text);
+
+    // Routes the plugin does not own answer exactly as upstream's.
+    for (method, path) in [("GET", "/v1/models"), ("GET", "/health"), ("GET", "/no/such/route"), ("GET", "/v1/chat/completions")] {
+        let a = call(&app, method, path, None).await;
+        let b = call(&up, method, path, None).await;
+        assert_eq!(a, b, "{method} {path}");
+    }
+    // A malformed body is a 400, not a panic.
+    let (status, _) = call(&app, "POST", "/v1/chat/completions", None).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn real_socket() {
+    let app = plugin(engine().await, HlgConfig::default()).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(async move {
+        axum::serve(listener, app).with_graceful_shutdown(async { stopped.await.ok(); }).await.unwrap();
+    });
+    let client = reqwest::Client::new();
+    let url = format!("http://{addr}/v1/chat/completions");
+    let send = |body: Value| client.post(&url).header("content-type", "application/json").body(body.to_string()).send();
+    let ok = send(chat("Name an animal.", 6, json!({"temperature": 0.8, "hlg": {"pivot": "median"}}))).await.unwrap();
+    assert_eq!(ok.status(), 200);
+    let v: Value = serde_json::from_str(&ok.text().await.unwrap()).unwrap();
+    assert_eq!(v["choices"].as_array().unwrap().len(), 1);
+    let bad = send(chat("Hi", 4, json!({"hlg": {"width": "wide"}}))).await.unwrap();
+    assert_eq!(bad.status(), 400);
+    let v: Value = serde_json::from_str(&bad.text().await.unwrap()).unwrap();
+    assert_eq!(v["error"]["param"], "hlg.width");
+    let models = client.get(format!("http://{addr}/v1/models")).send().await.unwrap();
+    assert_eq!(models.status(), 200);
+    stop.send(()).unwrap();
+    server.await.unwrap();
+}
