@@ -412,17 +412,18 @@ pub(crate) mod kernel {
         }
     }
 
-    /// Lane-wise sum of `f(i)` over `0..n` (8 f32 lanes, then f64).
+    /// Lane-wise sum of `f(eᵢ, tᵢ)` (8 f32 lanes, then f64). Fixed-size chunks, so there
+    /// is no bounds check in the loop to keep it from vectorising.
     #[inline(always)]
-    fn lane_sum(n: usize, f: impl Fn(usize) -> f32) -> f64 {
+    fn lane_sum(e: &[f32], t: &[f32], f: impl Fn(f32, f32) -> f32) -> f64 {
         let mut acc = [0f32; LANES];
-        let full = n / LANES * LANES;
-        for i in (0..full).step_by(LANES) {
+        let (ce, ct) = (e.chunks_exact(LANES), t.chunks_exact(LANES));
+        let tail: f32 = ce.remainder().iter().zip(ct.remainder()).map(|(&a, &b)| f(a, b)).sum();
+        for (a, b) in ce.zip(ct) {
             for j in 0..LANES {
-                acc[j] += f(i + j);
+                acc[j] += f(a[j], b[j]);
             }
         }
-        let tail: f32 = (full..n).map(&f).sum();
         acc.iter().map(|&v| v as f64).sum::<f64>() + tail as f64
     }
 
@@ -438,9 +439,9 @@ pub(crate) mod kernel {
         let (mut e, mut t) = ([0f32; BLOCK], [0f32; BLOCK]);
         for block in x.chunks(BLOCK) {
             weights(block, m, &mut e, &mut t);
-            let n = block.len();
-            se += lane_sum(n, |i| e[i]);
-            set += lane_sum(n, |i| e[i] * t[i]);
+            let (e, t) = (&e[..block.len()], &t[..block.len()]);
+            se += lane_sum(e, t, |e, _| e);
+            set += lane_sum(e, t, |e, t| e * t);
         }
         (se, set)
     }
@@ -453,24 +454,27 @@ pub(crate) mod kernel {
 
     /// Thresholds (nats below the top) at which the median search first collects
     /// candidates; the last catches everything finite.
-    const MEDIAN_DEPTHS: [f32; 3] = [2.0, 6.0, 18.0];
+    const MEDIAN_DEPTHS: [f32; DEPTHS] = [1.0, 3.0, 6.0, 9.0, 12.0, 18.0];
+    const DEPTHS: usize = 6;
 
     dispatch! {
         /// `Σ e` and, for each of `MEDIAN_DEPTHS`, the mass of the entries within it.
-        fn mass_profile(x: &[f32], m: f32) -> (f64, [f64; 3]) = mass_profile_body;
+        fn mass_profile(x: &[f32], m: f32) -> (f64, [f64; DEPTHS]) = mass_profile_body;
     }
 
     #[inline(always)]
-    fn mass_profile_body(x: &[f32], m: f32) -> (f64, [f64; 3]) {
+    fn mass_profile_body(x: &[f32], m: f32) -> (f64, [f64; DEPTHS]) {
         let mut total = 0f64;
-        let mut within = [0f64; 3];
+        let mut within = [0f64; DEPTHS];
         let (mut e, mut t) = ([0f32; BLOCK], [0f32; BLOCK]);
         for block in x.chunks(BLOCK) {
             weights(block, m, &mut e, &mut t);
-            let n = block.len();
-            total += lane_sum(n, |i| e[i]);
+            let (e, t) = (&e[..block.len()], &t[..block.len()]);
+            total += lane_sum(e, t, |e, _| e);
             for (w, depth) in within.iter_mut().zip(MEDIAN_DEPTHS) {
-                *w += lane_sum(n, |i| if t[i] >= -depth { e[i] } else { 0.0 });
+                // `e` where `t ≥ −depth`, else +0.0, as a bit mask (a select here is not
+                // vectorised).
+                *w += lane_sum(e, t, |e, t| f32::from_bits(e.to_bits() & 0u32.wrapping_sub((t >= -depth) as u32)));
             }
         }
         (total, within)
@@ -478,8 +482,8 @@ pub(crate) mod kernel {
 
     /// The mass median: the largest finite `v` with `mass(x ≥ v) ≥ ½`.
     ///
-    /// One pass finds the total mass and how much of it lies within 2, 6 and 18 nats of
-    /// the top; the shallowest depth holding half the mass bounds the candidates, which
+    /// One pass finds the total mass and how much of it lies within 1, 3, 6, 9, 12 and 18
+    /// nats of the top; the shallowest depth holding half the mass bounds the candidates, which
     /// are collected and searched by a weighted quickselect (expected linear time).
     pub(crate) fn mass_median(x: &[f32], m: f32) -> f32 {
         let (total, within) = mass_profile(x, m);
@@ -490,14 +494,29 @@ pub(crate) mod kernel {
             .find(|&(_, mass)| mass >= half)
             .map_or(f32::INFINITY, |(&d, _)| d);
         let floor = m - depth;
-        let mut cand: Vec<f32> =
-            x.iter().copied().filter(|&v| (v >= floor) & (v < f32::INFINITY)).collect();
+        let mut cand = compact(x, floor);
         if cand.is_empty() {
             // Only when `m − depth` rounds above `m`'s neighbours; the top itself holds.
             return m;
         }
         let mut wts: Vec<f32> = cand.iter().map(|&v| fastmath::exp_neg(v - m)).collect();
         weighted_select(&mut cand, &mut wts, half)
+    }
+
+    /// The finite entries `≥ floor`, in order, by branch-free compaction (each entry is
+    /// written at the end and the length advances when it qualifies); only the pages
+    /// actually written are touched.
+    fn compact(x: &[f32], floor: f32) -> Vec<f32> {
+        let mut out: Vec<f32> = Vec::with_capacity(x.len() + 1);
+        let spare = out.spare_capacity_mut();
+        let mut n = 0usize;
+        for &v in x {
+            spare[n].write(v);
+            n += ((v >= floor) & (v < f32::INFINITY)) as usize;
+        }
+        // SAFETY: the first `n` slots were written above, and `n ≤ x.len() < capacity`.
+        unsafe { out.set_len(n) };
+        out
     }
 
     /// Largest `v` in `cand` with `Σ{w : cand ≥ v} ≥ target` (weights alongside).

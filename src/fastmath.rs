@@ -178,7 +178,7 @@ mod tests {
     /// Error in units of the f32 spacing at the true value.
     fn ulps(got: f32, want: f64) -> f64 {
         let w = want as f32;
-        let spacing = if w == 0.0 { f32::MIN_POSITIVE as f64 } else { ((w.abs().next_up() - w.abs()) as f64) };
+        let spacing = if w == 0.0 { f32::MIN_POSITIVE as f64 } else { (w.abs().next_up() - w.abs()) as f64 };
         (got as f64 - want).abs() / spacing
     }
 
