@@ -110,9 +110,10 @@ impl std::str::FromStr for ToeShape {
 /// use mistralrs_hlg::{HlgCurve, Pivot, ToeShape};
 ///
 /// let curve = HlgCurve::new(Pivot::Top { offset: 6.0 }, Some(4.0), Some(4.0), Some(6.0), ToeShape::Log)?;
-/// let mut logits = vec![10.0, 9.0, 5.0, -20.0, f32::NEG_INFINITY];
+/// // c = 10 − 6 = 4: z = 6 (shoulder), 3 and 1 (mid), −24 (toe)
+/// let mut logits = vec![10.0, 7.0, 5.0, -20.0, f32::NEG_INFINITY];
 /// curve.apply(&mut logits);
-/// assert_eq!(logits[1], 9.0);                     // mid band (|z| ≤ 4): untouched
+/// assert_eq!(logits[1..3], [7.0, 5.0]);           // mid band (|z| ≤ 4): untouched
 /// assert!(logits[0] < 10.0);                      // shoulder: the top is pulled down
 /// assert!(logits[3] > -20.0);                     // log toe: the tail is lifted
 /// assert_eq!(logits[4], f32::NEG_INFINITY);       // masked stays masked
@@ -287,7 +288,8 @@ impl HlgCurve {
     /// use mistralrs_hlg::HlgCurve;
     /// let mut batch = vec![0.0, -30.0, 100.0, 70.0];   // two rows of two
     /// HlgCurve::default().apply_rows(&mut batch, 2);
-    /// assert_eq!(batch[0] - batch[1], batch[2] - batch[3]); // same shape per row
+    /// // The second row is the first shifted by 100: same shape, shifted by 100.
+    /// assert!(((batch[0] - batch[1]) - (batch[2] - batch[3])).abs() < 1e-4);
     /// ```
     pub fn apply_rows(&self, data: &mut [f32], row_len: usize) {
         if row_len == 0 {
