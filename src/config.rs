@@ -8,7 +8,7 @@ use std::fmt;
 use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
-use crate::curve::{HlgCurve, Pivot, Range, ToeShape, PIVOT_OFFSET, SHOULDER, TOE, WIDTH};
+use crate::curve::{HlgCurve, Pivot, Range, ToeShape, DEFAULT_PIVOT_OFFSET, PIVOT_OFFSET, SHOULDER, TOE, WIDTH};
 use crate::error::HlgError;
 
 /// The fields of the `hlg` object, in the order of the docs.
@@ -255,19 +255,11 @@ impl HlgConfig {
     /// `enabled_default`.
     pub fn resolved(&self, enabled_default: bool) -> HlgConfig {
         let c = self.curve();
-        let offset = match HlgCurve::default().pivot() {
-            Pivot::Top { offset } => offset,
-            _ => 0.0,
-        };
         let knob = |v: Option<f32>| Some(v.map_or(Knob::Off, Knob::Nats));
         HlgConfig {
             enabled: Some(self.enabled.unwrap_or(enabled_default)),
-            pivot: Some(match c.pivot() {
-                Pivot::Top { .. } => PivotMode::Top,
-                Pivot::Entropy => PivotMode::Entropy,
-                Pivot::Median => PivotMode::Median,
-            }),
-            pivot_offset: Some(self.pivot_offset.unwrap_or(offset)),
+            pivot: Some(self.pivot.unwrap_or(PivotMode::Top)),
+            pivot_offset: Some(self.pivot_offset.unwrap_or(DEFAULT_PIVOT_OFFSET)),
             width: knob(c.width()),
             shoulder: knob(c.shoulder()),
             toe: knob(c.toe()),
@@ -279,12 +271,8 @@ impl HlgConfig {
     /// [`HlgCurve::default`]. `pivot_offset` matters only for the `top` pivot.
     pub fn curve(&self) -> HlgCurve {
         let mut c = HlgCurve::default();
-        let default_offset = match c.pivot {
-            Pivot::Top { offset } => offset,
-            _ => 0.0,
-        };
         c.pivot = match self.pivot.unwrap_or(PivotMode::Top) {
-            PivotMode::Top => Pivot::Top { offset: self.pivot_offset.unwrap_or(default_offset) },
+            PivotMode::Top => Pivot::Top { offset: self.pivot_offset.unwrap_or(DEFAULT_PIVOT_OFFSET) },
             PivotMode::Entropy => Pivot::Entropy,
             PivotMode::Median => Pivot::Median,
         };

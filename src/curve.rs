@@ -20,6 +20,9 @@
 use crate::error::HlgError;
 use crate::fastmath;
 
+/// The built-in `pivot_offset` of the `top` pivot, in nats.
+pub const DEFAULT_PIVOT_OFFSET: f32 = 6.0;
+
 /// The smallest accepted shoulder or toe, in nats. Smaller values make `d/β` overflow
 /// for ordinary logits and mean nothing as a rolloff.
 pub const MIN_BETA: f32 = 1e-6;
@@ -133,7 +136,7 @@ pub struct HlgCurve {
 impl Default for HlgCurve {
     fn default() -> Self {
         HlgCurve {
-            pivot: Pivot::Top { offset: 6.0 },
+            pivot: Pivot::Top { offset: DEFAULT_PIVOT_OFFSET },
             width: Some(4.0),
             shoulder: Some(4.0),
             toe: Some(6.0),
