@@ -12,7 +12,7 @@
 use std::hint::black_box;
 
 use candle_core::{Device, Tensor};
-use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use mistralrs_hlg::{HlgCurve, Pivot, ToeShape};
 
 /// Logits shaped like a language model's: a Gaussian bulk (σ = 2.5) with a handful of

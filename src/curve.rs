@@ -339,16 +339,32 @@ impl Range {
     }
 }
 
-/// The slice kernels. Each hot loop is written once as an `#[inline(always)]` body and
-/// instantiated twice: for the baseline target and, picked at run time, for AVX2. The
-/// two give identical bits (no FMA contraction, IEEE division only).
+/// The slice kernels. Each hot loop is written once as an `#[inline(always)]` body,
+/// generic over the multiply-add ([`fastmath::Madd`]), and instantiated twice: for the
+/// baseline target with separate multiplies and adds, and, picked at run time, for AVX2
+/// with FMA. The two agree within the documented error of `fastmath` (last bits may
+/// differ); both are monotone and both are tested.
 pub(crate) mod kernel {
     use super::{fastmath, HlgCurve, ToeShape};
+    use fastmath::{Fused, Madd, Plain};
 
     const LANES: usize = 8;
     const BLOCK: usize = 512;
     /// Chunk for the shoulder check: a chunk is revisited only if it has a shoulder entry.
     const CHUNK: usize = 64;
+
+    /// Whether the AVX2 + FMA instantiation runs: the CPU has both, and the environment
+    /// does not ask for the baseline (`MISTRALRS_HLG_KERNEL=baseline`, which the test
+    /// script uses to run the property tests through both). Decided once per process.
+    #[cfg(target_arch = "x86_64")]
+    fn fast_path() -> bool {
+        static FAST: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *FAST.get_or_init(|| {
+            std::is_x86_feature_detected!("avx2")
+                && std::is_x86_feature_detected!("fma")
+                && std::env::var("MISTRALRS_HLG_KERNEL").map_or(true, |v| v != "baseline")
+        })
+    }
 
     macro_rules! dispatch {
         ($(#[$m:meta])* fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty = $body:ident;) => {
@@ -356,16 +372,16 @@ pub(crate) mod kernel {
             pub(crate) fn $name($($arg: $ty),*) -> $ret {
                 #[cfg(target_arch = "x86_64")]
                 {
-                    if std::is_x86_feature_detected!("avx2") {
-                        #[target_feature(enable = "avx2")]
+                    if fast_path() {
+                        #[target_feature(enable = "avx2,fma")]
                         unsafe fn avx2($($arg: $ty),*) -> $ret {
-                            $body($($arg),*)
+                            $body::<Fused>($($arg),*)
                         }
-                        // SAFETY: AVX2 is present, checked just above.
+                        // SAFETY: AVX2 and FMA are present, checked just above.
                         return unsafe { avx2($($arg),*) };
                     }
                 }
-                $body($($arg),*)
+                $body::<Plain>($($arg),*)
             }
         };
     }
@@ -376,12 +392,14 @@ pub(crate) mod kernel {
     }
 
     #[inline(always)]
-    fn finite_max_body(x: &[f32]) -> Option<f32> {
-        let mut acc = [f32::NEG_INFINITY; LANES];
-        let chunks = x.chunks_exact(LANES);
-        let rest = chunks.remainder();
+    fn finite_max_body<M: Madd>(x: &[f32]) -> Option<f32> {
+        // Four independent vectors of lanes: one accumulator would chain every compare
+        // and select through a single register.
+        const N: usize = 4 * LANES;
+        let mut acc = [f32::NEG_INFINITY; N];
+        let (chunks, rest) = x.as_chunks::<N>();
         for ch in chunks {
-            for j in 0..LANES {
+            for j in 0..N {
                 let v = ch[j];
                 // NaN fails both tests; +inf fails the second.
                 acc[j] = if (v > acc[j]) & (v < f32::INFINITY) { v } else { acc[j] };
@@ -410,26 +428,37 @@ pub(crate) mod kernel {
     /// `t = x − m` and `e = exp(t)` for one block, as an element-wise map (which LLVM
     /// vectorises; the sums over the buffers below are simple lane-wise adds).
     #[inline(always)]
-    fn weights(block: &[f32], m: f32, e: &mut [f32; BLOCK], t: &mut [f32; BLOCK]) {
+    fn weights<M: Madd>(block: &[f32], m: f32, e: &mut [f32; BLOCK], t: &mut [f32; BLOCK]) {
         for ((&v, e), t) in block.iter().zip(e.iter_mut()).zip(t.iter_mut()) {
             *t = shifted(v, m);
-            *e = fastmath::exp_neg(*t);
+            *e = fastmath::exp_neg::<M>(*t);
         }
+        // A short last block: the rest weighs nothing.
+        e[block.len()..].fill(0.0);
+        t[block.len()..].fill(0.0);
     }
 
-    /// Lane-wise sum of `f(eᵢ, tᵢ)` (8 f32 lanes, then f64). Fixed-size chunks, so there
-    /// is no bounds check in the loop to keep it from vectorising.
+    /// `e` where `t ≥ −depth`, else +0.0, as a bit mask (a select here is not vectorised).
     #[inline(always)]
-    fn lane_sum(e: &[f32], t: &[f32], f: impl Fn(f32, f32) -> f32) -> f64 {
-        let mut acc = [0f32; LANES];
-        let (ce, ct) = (e.chunks_exact(LANES), t.chunks_exact(LANES));
-        let tail: f32 = ce.remainder().iter().zip(ct.remainder()).map(|(&a, &b)| f(a, b)).sum();
-        for (a, b) in ce.zip(ct) {
-            for j in 0..LANES {
-                acc[j] += f(a[j], b[j]);
+    fn masked(e: f32, t: f32, neg_depth: f32) -> f32 {
+        f32::from_bits(e.to_bits() & 0u32.wrapping_sub((t >= neg_depth) as u32))
+    }
+
+    /// The sum of a block by pairwise halving: each level is an element-wise add of one
+    /// half onto the other, which vectorises with no chain of dependent adds (an ordered
+    /// running sum would not vectorise at all, float addition not being associative).
+    /// Consumes the buffer.
+    #[inline(always)]
+    fn tree_sum(buf: &mut [f32; BLOCK]) -> f64 {
+        let mut len = BLOCK;
+        while len > LANES {
+            len /= 2;
+            let (a, b) = buf.split_at_mut(len);
+            for (x, &y) in a.iter_mut().zip(&b[..len]) {
+                *x += y;
             }
         }
-        acc.iter().map(|&v| v as f64).sum::<f64>() + tail as f64
+        buf[..LANES].iter().map(|&v| v as f64).sum()
     }
 
     dispatch! {
@@ -439,16 +468,27 @@ pub(crate) mod kernel {
     }
 
     #[inline(always)]
-    fn weighted_sums_body(x: &[f32], m: f32) -> (f64, f64) {
-        let (mut se, mut set) = (0f64, 0f64);
-        let (mut e, mut t) = ([0f32; BLOCK], [0f32; BLOCK]);
-        for block in x.chunks(BLOCK) {
-            weights(block, m, &mut e, &mut t);
-            let (e, t) = (&e[..block.len()], &t[..block.len()]);
-            se += lane_sum(e, t, |e, _| e);
-            set += lane_sum(e, t, |e, t| e * t);
+    fn weighted_sums_body<M: Madd>(x: &[f32], m: f32) -> (f64, f64) {
+        // One running sum per position in a block (a vector of them in each register):
+        // an element-wise update that vectorises, where one ordered running sum would not
+        // (float addition is not associative). The 512 sums are added pairwise at the end.
+        let (mut ae, mut aet) = ([0f32; BLOCK], [0f32; BLOCK]);
+        let (blocks, rest) = x.as_chunks::<BLOCK>();
+        for block in blocks {
+            for ((&v, se), set) in block.iter().zip(ae.iter_mut()).zip(aet.iter_mut()) {
+                let t = shifted(v, m);
+                let e = fastmath::exp_neg::<M>(t);
+                *se += e;
+                *set = M::madd(e, t, *set);
+            }
         }
-        (se, set)
+        for ((&v, se), set) in rest.iter().zip(ae.iter_mut()).zip(aet.iter_mut()) {
+            let t = shifted(v, m);
+            let e = fastmath::exp_neg::<M>(t);
+            *se += e;
+            *set = M::madd(e, t, *set);
+        }
+        (tree_sum(&mut ae), tree_sum(&mut aet))
     }
 
     /// The entropy pivot `Σ p·x = m + Σ e·(x − m) / Σ e`.
@@ -468,21 +508,86 @@ pub(crate) mod kernel {
     }
 
     #[inline(always)]
-    fn mass_profile_body(x: &[f32], m: f32) -> (f64, [f64; DEPTHS]) {
+    fn mass_profile_body<M: Madd + Sums>(x: &[f32], m: f32) -> (f64, [f64; DEPTHS]) {
         let mut total = 0f64;
         let mut within = [0f64; DEPTHS];
         let (mut e, mut t) = ([0f32; BLOCK], [0f32; BLOCK]);
+        let neg_depths = MEDIAN_DEPTHS.map(|d| -d);
         for block in x.chunks(BLOCK) {
-            weights(block, m, &mut e, &mut t);
-            let (e, t) = (&e[..block.len()], &t[..block.len()]);
-            total += lane_sum(e, t, |e, _| e);
-            for (w, depth) in within.iter_mut().zip(MEDIAN_DEPTHS) {
-                // `e` where `t ≥ −depth`, else +0.0, as a bit mask (a select here is not
-                // vectorised).
-                *w += lane_sum(e, t, |e, t| f32::from_bits(e.to_bits() & 0u32.wrapping_sub((t >= -depth) as u32)));
+            weights::<M>(block, m, &mut e, &mut t);
+            let (bt, bw) = M::profile(&e, &t, &neg_depths);
+            total += bt;
+            for (w, b) in within.iter_mut().zip(bw) {
+                *w += b;
             }
         }
         (total, within)
+    }
+
+    /// One block's `Σ e` and `Σ e·[t ≥ neg_depths[d]]` for each depth: the baseline sums
+    /// each buffer pairwise; with AVX2, all seven sums run in registers in one pass (the
+    /// compiler does not keep seven vector accumulators on its own: it would have to
+    /// reorder float additions).
+    pub(crate) trait Sums {
+        fn profile(e: &[f32; BLOCK], t: &[f32; BLOCK], neg_depths: &[f32; DEPTHS]) -> (f64, [f64; DEPTHS]);
+    }
+
+    impl Sums for Plain {
+        #[inline(always)]
+        fn profile(e: &[f32; BLOCK], t: &[f32; BLOCK], neg_depths: &[f32; DEPTHS]) -> (f64, [f64; DEPTHS]) {
+            let mut tmp = [0f32; BLOCK];
+            let within = neg_depths.map(|nd| {
+                for ((p, &e), &t) in tmp.iter_mut().zip(e).zip(t) {
+                    *p = masked(e, t, nd);
+                }
+                tree_sum(&mut tmp)
+            });
+            let mut e = *e;
+            (tree_sum(&mut e), within)
+        }
+    }
+
+    impl Sums for Fused {
+        #[inline(always)]
+        fn profile(e: &[f32; BLOCK], t: &[f32; BLOCK], neg_depths: &[f32; DEPTHS]) -> (f64, [f64; DEPTHS]) {
+            #[cfg(target_arch = "x86_64")]
+            {
+                // SAFETY: `Fused` is only instantiated by `dispatch!` after detecting AVX2
+                // and FMA.
+                unsafe { profile_avx2(e, t, neg_depths) }
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            {
+                Plain::profile(e, t, neg_depths)
+            }
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn profile_avx2(e: &[f32; BLOCK], t: &[f32; BLOCK], neg_depths: &[f32; DEPTHS]) -> (f64, [f64; DEPTHS]) {
+        use std::arch::x86_64::*;
+        let mut total = _mm256_setzero_ps();
+        let mut within = [_mm256_setzero_ps(); DEPTHS];
+        let thresholds = neg_depths.map(|nd| _mm256_set1_ps(nd));
+        let (ce, _) = e.as_chunks::<LANES>();
+        let (ct, _) = t.as_chunks::<LANES>();
+        for (ev, tv) in ce.iter().zip(ct) {
+            // SAFETY: each chunk is 8 f32s; unaligned loads.
+            let (ev, tv) = unsafe { (_mm256_loadu_ps(ev.as_ptr()), _mm256_loadu_ps(tv.as_ptr())) };
+            total = _mm256_add_ps(total, ev);
+            for (w, th) in within.iter_mut().zip(&thresholds) {
+                let keep = _mm256_cmp_ps::<_CMP_GE_OQ>(tv, *th);
+                *w = _mm256_add_ps(*w, _mm256_and_ps(ev, keep));
+            }
+        }
+        let lanes = |v: __m256| {
+            let mut a = [0f32; LANES];
+            // SAFETY: `a` holds 8 f32s.
+            unsafe { _mm256_storeu_ps(a.as_mut_ptr(), v) };
+            a.iter().map(|&x| x as f64).sum::<f64>()
+        };
+        (lanes(total), within.map(lanes))
     }
 
     /// The mass median: the largest finite `v` with `mass(x ≥ v) ≥ ½`.
@@ -504,22 +609,44 @@ pub(crate) mod kernel {
             // Only when `m − depth` rounds above `m`'s neighbours; the top itself holds.
             return m;
         }
-        let mut wts: Vec<f32> = cand.iter().map(|&v| fastmath::exp_neg(v - m)).collect();
+        let mut wts: Vec<f32> = cand.iter().map(|&v| fastmath::exp_neg::<Plain>(v - m)).collect();
         weighted_select(&mut cand, &mut wts, half)
     }
 
-    /// The finite entries `≥ floor`, in order, by branch-free compaction (each entry is
-    /// written at the end and the length advances when it qualifies); only the pages
-    /// actually written are touched.
-    fn compact(x: &[f32], floor: f32) -> Vec<f32> {
-        let mut out: Vec<f32> = Vec::with_capacity(x.len() + 1);
+    dispatch! {
+        /// The finite entries `≥ floor`, in order. Groups of eight are tested at once and
+        /// skipped when none qualifies (most of a long vocabulary lies below the floor).
+        fn compact(x: &[f32], floor: f32) -> Vec<f32> = compact_body;
+    }
+
+    #[inline(always)]
+    fn compact_body<M: Madd>(x: &[f32], floor: f32) -> Vec<f32> {
+        let keep = |v: f32| (v >= floor) & (v < f32::INFINITY);
+        // Room for every entry; only the pages actually written are touched.
+        let mut out: Vec<f32> = Vec::with_capacity(x.len());
         let spare = out.spare_capacity_mut();
         let mut n = 0usize;
-        for &v in x {
-            spare[n].write(v);
-            n += ((v >= floor) & (v < f32::INFINITY)) as usize;
+        let (chunks, rest) = x.as_chunks::<LANES>();
+        for ch in chunks {
+            let mut any = false;
+            for &v in ch {
+                any |= keep(v);
+            }
+            if any {
+                // Branch-free within the group: write every entry at the end, advance
+                // past the ones kept.
+                for &v in ch {
+                    spare[n].write(v);
+                    n += keep(v) as usize;
+                }
+            }
         }
-        // SAFETY: the first `n` slots were written above, and `n ≤ x.len() < capacity`.
+        for &v in rest {
+            spare[n].write(v);
+            n += keep(v) as usize;
+        }
+        // SAFETY: the first `n` slots were written above. A slot is written only while
+        // `n` counts the entries kept before it, so `n < x.len()` at every write.
         unsafe { out.set_len(n) };
         out
     }
@@ -608,7 +735,7 @@ pub(crate) mod kernel {
 
     /// The toe's drop `T(d)` below `c − w`, for `d = −z − w > 0`; monotone in `d`.
     trait Toe {
-        fn drop(d: f32, k: &Knee) -> f32;
+        fn drop<M: Madd>(d: f32, k: &Knee) -> f32;
     }
     struct LogToe;
     struct QuadraticToe;
@@ -616,20 +743,20 @@ pub(crate) mod kernel {
 
     impl Toe for LogToe {
         #[inline(always)]
-        fn drop(d: f32, k: &Knee) -> f32 {
-            k.bt * fastmath::log1p(d * k.inv_bt)
+        fn drop<M: Madd>(d: f32, k: &Knee) -> f32 {
+            k.bt * fastmath::log1p::<M>(d * k.inv_bt)
         }
     }
     impl Toe for QuadraticToe {
         #[inline(always)]
-        fn drop(d: f32, k: &Knee) -> f32 {
-            d + (d * k.half_inv_bt) * d
+        fn drop<M: Madd>(d: f32, k: &Knee) -> f32 {
+            M::madd(d * k.half_inv_bt, d, d)
         }
     }
     impl Toe for ExpToe {
         #[inline(always)]
-        fn drop(d: f32, k: &Knee) -> f32 {
-            k.bt * fastmath::expm1_pos(d * k.inv_bt)
+        fn drop<M: Madd>(d: f32, k: &Knee) -> f32 {
+            k.bt * fastmath::expm1_pos::<M>(d * k.inv_bt)
         }
     }
 
@@ -639,53 +766,67 @@ pub(crate) mod kernel {
     }
 
     #[inline(always)]
-    fn transform_body(x: &mut [f32], knee: &Knee, shape: ToeShape) {
+    fn transform_body<M: Madd>(x: &mut [f32], knee: &Knee, shape: ToeShape) {
         match shape {
-            ToeShape::Log => run::<LogToe>(x, knee),
-            ToeShape::Quadratic => run::<QuadraticToe>(x, knee),
-            ToeShape::Exp => run::<ExpToe>(x, knee),
+            ToeShape::Log => run::<LogToe, M>(x, knee),
+            ToeShape::Quadratic => run::<QuadraticToe, M>(x, knee),
+            ToeShape::Exp => run::<ExpToe, M>(x, knee),
         }
     }
 
     /// Toe and mid for every entry, branch-free; then the shoulder for the few 64-entry
     /// chunks that have an entry above the upper knee.
     ///
-    /// Each block is computed into a local buffer and written back whole: selecting
+    /// Each chunk is computed into a local array and written back whole: selecting
     /// between the new and the old value in place lets LLVM emit masked stores
-    /// (`vmaskmovps`), which are microcoded and many times slower on AMD cores.
+    /// (`vmaskmovps`), which are microcoded and many times slower on AMD cores. The
+    /// fixed-size copy back is a few register moves, not a `memcpy` call.
     #[inline(always)]
-    fn run<T: Toe>(x: &mut [f32], k: &Knee) {
-        let mut buf = [0f32; BLOCK];
-        for block in x.chunks_mut(BLOCK) {
-            let out = &mut buf[..block.len()];
-            for (o, xs) in out.chunks_mut(CHUNK).zip(block.chunks(CHUNK)) {
-                let mut any_hi = 0u32;
-                for (o, &xv) in o.iter_mut().zip(xs) {
-                    let z = xv - k.c;
-                    // z = −inf is an input −inf (or an overflow): left as is.
-                    let lo = (z < k.thr_lo) & (z > f32::NEG_INFINITY);
-                    let hi = (z > k.thr_hi) & (z < f32::INFINITY);
-                    let d = -z - k.w;
-                    let toe = k.c_lo - T::drop(d, k);
-                    *o = if lo { toe } else { xv };
-                    any_hi |= hi as u32;
-                }
-                if any_hi != 0 {
-                    shoulder(o, xs, k);
-                }
-            }
-            block.copy_from_slice(out);
+    fn run<T: Toe, M: Madd>(x: &mut [f32], k: &Knee) {
+        let (chunks, rest) = x.as_chunks_mut::<CHUNK>();
+        for xs in chunks {
+            let mut out = [0f32; CHUNK];
+            chunk::<T, M>(&mut out, xs, k);
+            *xs = out;
         }
+        let mut out = [0f32; CHUNK];
+        let out = &mut out[..rest.len()];
+        chunk::<T, M>(out, rest, k);
+        rest.copy_from_slice(out);
+    }
+
+    #[inline(always)]
+    fn chunk<T: Toe, M: Madd>(out: &mut [f32], xs: &[f32], k: &Knee) {
+        let mut any_hi = 0u32;
+        for (o, &xv) in out.iter_mut().zip(xs) {
+            any_hi |= toe_mid::<T, M>(o, xv, k);
+        }
+        if any_hi != 0 {
+            shoulder::<M>(out, xs, k);
+        }
+    }
+
+    /// The toe or the identity for one entry; returns 1 when it lies above the upper knee.
+    #[inline(always)]
+    fn toe_mid<T: Toe, M: Madd>(o: &mut f32, xv: f32, k: &Knee) -> u32 {
+        let z = xv - k.c;
+        // z = −inf is an input −inf (or an overflow): left as is.
+        let lo = (z < k.thr_lo) & (z > f32::NEG_INFINITY);
+        let hi = (z > k.thr_hi) & (z < f32::INFINITY);
+        let d = -z - k.w;
+        let toe = k.c_lo - T::drop::<M>(d, k);
+        *o = if lo { toe } else { xv };
+        hi as u32
     }
 
     /// The shoulder over one chunk: `out` holds the toe pass, `x` the input.
     #[inline(always)]
-    fn shoulder(out: &mut [f32], x: &[f32], k: &Knee) {
+    fn shoulder<M: Madd>(out: &mut [f32], x: &[f32], k: &Knee) {
         for (o, &xv) in out.iter_mut().zip(x) {
             let z = xv - k.c;
             let hi = (z > k.thr_hi) & (z < f32::INFINITY);
             let u = z - k.w;
-            let sh = k.c_hi + k.bh * fastmath::log1p(u * k.inv_bh);
+            let sh = M::madd(k.bh, fastmath::log1p::<M>(u * k.inv_bh), k.c_hi);
             *o = if hi { sh } else { *o };
         }
     }
