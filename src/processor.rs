@@ -164,3 +164,50 @@ impl HlgRequestExt for mistralrs::RequestBuilder {
             .add_logits_processor(Arc::new(HlgProcessor::new(curve)))
     }
 }
+
+/// Sends `request` as `n` single-choice chat requests, one after another, and merges the
+/// answers into one response (choices `0..n`, usage summed): how to ask for several
+/// samples of one prompt while the pinned mistral.rs (0.8.1) corrupts the choices of a
+/// batched request on the CPU (`set_sampler_n_choices(n)` would batch them; see
+/// `docs/NOTES.md`). `n = 0` is treated as 1.
+///
+/// ```no_run
+/// use mistralrs::{GgufModelBuilder, RequestBuilder, TextMessageRole};
+/// use mistralrs_hlg::{processor::{send_chat_choices, HlgRequestExt}, HlgCurve};
+///
+/// # async fn run() -> anyhow::Result<()> {
+/// let model = GgufModelBuilder::new("/models", vec!["model.gguf"]).build().await?;
+/// let request = RequestBuilder::new()
+///     .add_message(TextMessageRole::User, "Name a colour.")
+///     .with_hlg(HlgCurve::default(), 0.8);
+/// let response = send_chat_choices(&model, request, 4).await?;
+/// assert_eq!(response.choices.len(), 4);
+/// # Ok(()) }
+/// ```
+pub async fn send_chat_choices(
+    model: &mistralrs::Model,
+    request: mistralrs::RequestBuilder,
+    n: usize,
+) -> mistralrs::error::Result<mistralrs_core::ChatCompletionResponse> {
+    let one = request.set_sampler_n_choices(1);
+    let mut merged = model.send_chat_request(one.clone()).await?;
+    for i in 1..n {
+        let next = model.send_chat_request(one.clone()).await?;
+        merged.choices.extend(next.choices.into_iter().map(|mut c| {
+            c.index = i;
+            c
+        }));
+        let (u, v) = (&mut merged.usage, next.usage);
+        u.completion_tokens += v.completion_tokens;
+        u.prompt_tokens += v.prompt_tokens;
+        u.total_tokens += v.total_tokens;
+        u.total_time_sec += v.total_time_sec;
+        u.total_prompt_time_sec += v.total_prompt_time_sec;
+        u.total_completion_time_sec += v.total_completion_time_sec;
+        let rate = |t: usize, s: f32| if s > 0.0 { t as f32 / s } else { 0.0 };
+        u.avg_tok_per_sec = rate(u.total_tokens, u.total_time_sec);
+        u.avg_prompt_tok_per_sec = rate(u.prompt_tokens, u.total_prompt_time_sec);
+        u.avg_compl_tok_per_sec = rate(u.completion_tokens, u.total_completion_time_sec);
+    }
+    Ok(merged)
+}

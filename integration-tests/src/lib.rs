@@ -100,3 +100,65 @@ pub async fn run_prompts(router: &Router, max_tokens: u32, extra: &Value) -> Vec
     }
     out
 }
+
+/// The prompt of the `n > 1` tests (the one the bug was reported with).
+pub const N_PROMPT: &str = "Describe a market in a city that does not exist.";
+
+/// A second engine on the embedded model through mistralrs's Rust API, to judge texts.
+pub async fn judge_model() -> mistralrs::Model {
+    let gguf = mistralrs_hlg::model::ensure_default_model().expect("fetching the embedded model");
+    let dir = gguf.parent().unwrap().to_string_lossy().into_owned();
+    let file = gguf.file_name().unwrap().to_string_lossy().into_owned();
+    mistralrs::GgufModelBuilder::new(dir, vec![file])
+        .with_token_source(mistralrs::TokenSource::None)
+        .with_force_cpu()
+        .build()
+        .await
+        .expect("loading the judge")
+}
+
+/// Forces `tokens` as the continuation of a chat turn and records, at each step, the
+/// log-probability the model gives the forced token.
+struct Forced {
+    tokens: Vec<u32>,
+    start: std::sync::Mutex<Option<usize>>,
+    logprobs: std::sync::Mutex<Vec<f64>>,
+}
+
+impl mistralrs_core::CustomLogitsProcessor for Forced {
+    fn apply(&self, logits: &candle_core::Tensor, context: &[u32]) -> candle_core::Result<candle_core::Tensor> {
+        let start = *self.start.lock().unwrap().get_or_insert(context.len());
+        let step = context.len() - start;
+        let x: Vec<f32> = logits.to_vec1()?;
+        let Some(&want) = self.tokens.get(step) else { return Ok(logits.clone()) };
+        let m = x.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+        let lse = m + x.iter().map(|&v| (v as f64 - m).exp()).sum::<f64>().ln();
+        self.logprobs.lock().unwrap().push(x[want as usize] as f64 - lse);
+        let mut forced = vec![f32::NEG_INFINITY; x.len()];
+        forced[want as usize] = 0.0;
+        candle_core::Tensor::new(forced, logits.device())
+    }
+}
+
+/// The judge's mean log-probability per token of `texts` as answers to `prompt`: each
+/// text is tokenized and forced through a single-sequence request on `judge`, so the
+/// score is the model's own, computed without any batching.
+pub async fn mean_logprob(judge: &mistralrs::Model, prompt: &str, texts: &[String]) -> f64 {
+    let (mut sum, mut count) = (0.0, 0usize);
+    for t in texts {
+        let tokens = judge.tokenize(either::Either::Right(t.clone()), None, false, false, None).await.expect("tokenize");
+        if tokens.is_empty() {
+            continue;
+        }
+        let forced = std::sync::Arc::new(Forced { tokens: tokens.clone(), start: Default::default(), logprobs: Default::default() });
+        let req = mistralrs::RequestBuilder::new()
+            .add_message(mistralrs::TextMessageRole::User, prompt)
+            .set_sampler_max_len(tokens.len())
+            .add_logits_processor(forced.clone());
+        judge.send_chat_request(req).await.expect("forced decoding");
+        let lp = forced.logprobs.lock().unwrap();
+        sum += lp.iter().sum::<f64>();
+        count += lp.len();
+    }
+    sum / count.max(1) as f64
+}

@@ -83,6 +83,11 @@ struct ServeArgs {
     /// Use the best available accelerator instead of the CPU.
     #[arg(long)]
     no_cpu: bool,
+    /// How `n > 1` is served: `split` runs n single-choice generations one after another
+    /// (the default: mistral.rs 0.8.1 corrupts the choices of a batched request on the
+    /// CPU, see docs/NOTES.md); `batched` passes the request through as upstream does.
+    #[arg(long, value_name = "split|batched", default_value = "split", value_parser = ["split", "batched"])]
+    n_choices: String,
     #[command(flatten)]
     hlg: HlgFlags,
 }
@@ -163,7 +168,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     };
     tracing::info!(?source, hlg = %serde_json::to_string(&defaults.resolved(false))?, "starting");
     let mistralrs = server::load::load(&source, !args.no_cpu).await?;
-    let router = server::router(mistralrs, defaults).await?;
+    let choices = if args.n_choices == "batched" { server::Choices::Batched } else { server::Choices::Split };
+    let router = server::router_with(mistralrs, defaults, choices).await?;
     let host = args.host.or(file.host).unwrap_or_else(|| "127.0.0.1".into());
     server::serve(router, &host, args.port.or(file.port).unwrap_or(1234)).await
 }

@@ -27,6 +27,7 @@ use crate::curve::HlgCurve;
 use crate::processor::arm_request;
 use crate::HlgError;
 
+mod choices;
 pub mod load;
 
 /// The engine flags and config-file keys, with the `hlg` field each one sets.
@@ -80,17 +81,37 @@ pub fn curve_for_request(request: Option<&HlgConfig>, server: &HlgConfig) -> Opt
     on.then(|| cfg.curve())
 }
 
+/// The largest `n` the generation routes accept.
+pub const MAX_CHOICES: u64 = 128;
+
+/// How the generation routes serve a request for `n > 1` choices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Choices {
+    /// As `n` single-choice generations, one after another, merged into one response: the
+    /// default while the pinned mistral.rs (0.8.1) corrupts the choices of a batched
+    /// request on the CPU (see `docs/NOTES.md`).
+    Split,
+    /// As upstream does: one request with `n` sequences, batched.
+    Batched,
+}
+
 /// State of the HLG routes.
 struct AppState {
     mistralrs: SharedMistralRsState,
     defaults: HlgConfig,
+    choices: Choices,
 }
 
 /// The whole router: HLG on the two generation routes, `GET /v1/hlg`, and upstream's
-/// router for everything else.
+/// router for everything else. `n > 1` is split (see [`Choices`]).
 pub async fn router(mistralrs: SharedMistralRsState, defaults: HlgConfig) -> anyhow::Result<Router> {
+    router_with(mistralrs, defaults, Choices::Split).await
+}
+
+/// [`router`] with the `n > 1` handling chosen.
+pub async fn router_with(mistralrs: SharedMistralRsState, defaults: HlgConfig, choices: Choices) -> anyhow::Result<Router> {
     let upstream = MistralRsServerRouterBuilder::new().with_mistralrs(mistralrs.clone()).build().await?;
-    let state = Arc::new(AppState { mistralrs, defaults });
+    let state = Arc::new(AppState { mistralrs, defaults, choices });
     Ok(Router::new()
         .route("/v1/chat/completions", post(chat))
         .route("/v1/completions", post(complete))
@@ -123,8 +144,8 @@ fn hlg_error(e: HlgError) -> Response {
     openai_error(StatusCode::BAD_REQUEST, e.to_string(), Some(e.param()))
 }
 
-/// Splits the body into upstream's request type and the `hlg` object.
-fn split_body<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<(T, Option<HlgConfig>), Response> {
+/// Splits the JSON body into the request (without `hlg`) and the `hlg` object.
+fn split_body(body: &Bytes) -> Result<(Value, Option<HlgConfig>), Response> {
     let mut v: Value = serde_json::from_slice(body)
         .map_err(|e| openai_error(StatusCode::BAD_REQUEST, format!("invalid JSON body: {e}"), None))?;
     let hlg = match v.as_object_mut().and_then(|o| o.remove("hlg")) {
@@ -135,17 +156,52 @@ fn split_body<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<(T, Option
             Err(e) => return Err(openai_error(StatusCode::BAD_REQUEST, e.to_string(), Some("hlg"))),
         },
     };
-    let req = serde_json::from_value(v)
-        .map_err(|e| openai_error(StatusCode::UNPROCESSABLE_ENTITY, format!("invalid request: {e}"), None))?;
-    Ok((req, hlg))
+    Ok((v, hlg))
 }
 
-async fn chat(State(s): State<Arc<AppState>>, body: Bytes) -> Response {
-    let (req, hlg) = match split_body::<ChatCompletionRequest>(&body) {
+/// Upstream's request type from the JSON body.
+fn parse<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, Response> {
+    serde_json::from_value(v).map_err(|e| openai_error(StatusCode::UNPROCESSABLE_ENTITY, format!("invalid request: {e}"), None))
+}
+
+/// Routes a generation request: `n > 1` split into single-choice generations when the
+/// server does that, otherwise one request as upstream would run it.
+async fn generate<F, Fut>(s: Arc<AppState>, body: Bytes, one: F) -> Response
+where
+    F: Fn(Arc<AppState>, Value, Option<HlgCurve>) -> Fut + Send + Sync + Copy + 'static,
+    Fut: std::future::Future<Output = Response> + Send + 'static,
+{
+    let (v, hlg) = match split_body(&body) {
         Ok(x) => x,
         Err(resp) => return resp,
     };
     let curve = curve_for_request(hlg.as_ref(), &s.defaults);
+    let n = v.get("n").and_then(Value::as_u64).unwrap_or(1);
+    if n > MAX_CHOICES {
+        return openai_error(StatusCode::BAD_REQUEST, format!("n must be between 1 and {MAX_CHOICES}, got {n}"), Some("n"));
+    }
+    if n > 1 && s.choices == Choices::Split {
+        let streaming = v.get("stream").and_then(Value::as_bool).unwrap_or(false);
+        let mut single = v;
+        single["n"] = Value::from(1);
+        return choices::merged(n as usize, streaming, move |_| one(s.clone(), single.clone(), curve)).await;
+    }
+    one(s, v, curve).await
+}
+
+async fn chat(State(s): State<Arc<AppState>>, body: Bytes) -> Response {
+    generate(s, body, chat_one).await
+}
+
+async fn complete(State(s): State<Arc<AppState>>, body: Bytes) -> Response {
+    generate(s, body, complete_one).await
+}
+
+async fn chat_one(s: Arc<AppState>, v: Value, curve: Option<HlgCurve>) -> Response {
+    let req: ChatCompletionRequest = match parse(v) {
+        Ok(x) => x,
+        Err(resp) => return resp,
+    };
     let state = s.mistralrs.clone();
     let model_id = (req.model != "default").then(|| req.model.clone());
     let (tx, mut rx) = create_response_channel(None);
@@ -166,12 +222,11 @@ async fn chat(State(s): State<Arc<AppState>>, body: Bytes) -> Response {
     }
 }
 
-async fn complete(State(s): State<Arc<AppState>>, body: Bytes) -> Response {
-    let (req, hlg) = match split_body::<CompletionRequest>(&body) {
+async fn complete_one(s: Arc<AppState>, v: Value, curve: Option<HlgCurve>) -> Response {
+    let req: CompletionRequest = match parse(v) {
         Ok(x) => x,
         Err(resp) => return resp,
     };
-    let curve = curve_for_request(hlg.as_ref(), &s.defaults);
     let state = s.mistralrs.clone();
     let (tx, mut rx) = create_response_channel(None);
     let (mut request, streaming) = match completions::parse_request(req, state.clone(), tx) {
