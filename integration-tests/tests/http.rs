@@ -47,9 +47,20 @@ async fn http_surface() {
     let r = post_ok(&app, "/v1/completions", &json!({"model": "default", "prompt": "The sky is", "max_tokens": 6, "temperature": 0.8, "hlg": true})).await;
     assert!(!texts(&r)[0].is_empty());
 
-    // n = 2 with hlg: two choices.
+    // n = 2 with hlg: two choices, numbered.
     let r = post_ok(&app, "/v1/chat/completions", &chat("Say hello.", 6, json!({"temperature": 0.9, "n": 2, "hlg": {}}))).await;
     assert_eq!(texts(&r).len(), 2, "{r}");
+    assert_eq!(r["choices"][1]["index"], 1, "{r}");
+    // n beyond the limit: a 400 naming `n`, on both routes.
+    for (path, body) in [
+        ("/v1/chat/completions", chat("Hi", 4, json!({"n": 129}))),
+        ("/v1/completions", json!({"model": "default", "prompt": "Hi", "max_tokens": 4, "n": 1000000000u64})),
+    ] {
+        let (status, text) = call(&app, "POST", path, Some(&body)).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["error"]["param"], "n", "{text}");
+    }
 
     // Streaming with hlg: SSE chunks, then [DONE].
     let (status, body) = call(&app, "POST", "/v1/chat/completions", Some(&chat("Count to three.", 8, json!({"temperature": 0.7, "stream": true, "hlg": {"width": 2}})))).await;

@@ -82,6 +82,34 @@ async fn split_choices_are_single_requests() {
     }
 }
 
+/// The Rust API helper: `send_chat_choices` is `n` single requests, numbered, with usage
+/// summed; on a fresh engine the same texts as `n` requests sent by hand.
+#[tokio::test(flavor = "multi_thread")]
+async fn rust_helper_splits_like_the_server() {
+    use mistralrs::{RequestBuilder, TextMessageRole};
+    use mistralrs_hlg::processor::{send_chat_choices, HlgRequestExt};
+    use mistralrs_hlg::HlgCurve;
+    let request = || {
+        RequestBuilder::new()
+            .add_message(TextMessageRole::User, N_PROMPT)
+            .set_sampler_max_len(MAX_TOKENS as usize)
+            .with_hlg(HlgCurve::default().with_toe_shape(mistralrs_hlg::ToeShape::Quadratic), 0.8)
+    };
+    let merged = send_chat_choices(&judge_model().await, request(), N).await.unwrap();
+    let by_hand = judge_model().await;
+    let mut want = vec![];
+    let mut completion_tokens = 0;
+    for _ in 0..N {
+        let r = by_hand.send_chat_request(request()).await.unwrap();
+        completion_tokens += r.usage.completion_tokens;
+        want.push(r.choices[0].message.content.clone().unwrap_or_default());
+    }
+    let got: Vec<String> = merged.choices.iter().map(|c| c.message.content.clone().unwrap_or_default()).collect();
+    assert_eq!(got, want);
+    assert_eq!(merged.choices.iter().map(|c| c.index).collect::<Vec<_>>(), (0..N).collect::<Vec<_>>());
+    assert_eq!(merged.usage.completion_tokens, completion_tokens);
+}
+
 /// Streaming `n = 4` through the split: every choice index appears, one `[DONE]` at the
 /// end, and each choice's text is the non-streamed one.
 #[tokio::test(flavor = "multi_thread")]
