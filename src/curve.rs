@@ -473,20 +473,13 @@ pub(crate) mod kernel {
         // an element-wise update that vectorises, where one ordered running sum would not
         // (float addition is not associative). The 512 sums are added pairwise at the end.
         let (mut ae, mut aet) = ([0f32; BLOCK], [0f32; BLOCK]);
-        let (blocks, rest) = x.as_chunks::<BLOCK>();
-        for block in blocks {
+        for block in x.chunks(BLOCK) {
             for ((&v, se), set) in block.iter().zip(ae.iter_mut()).zip(aet.iter_mut()) {
                 let t = shifted(v, m);
                 let e = fastmath::exp_neg::<M>(t);
                 *se += e;
                 *set = M::madd(e, t, *set);
             }
-        }
-        for ((&v, se), set) in rest.iter().zip(ae.iter_mut()).zip(aet.iter_mut()) {
-            let t = shifted(v, m);
-            let e = fastmath::exp_neg::<M>(t);
-            *se += e;
-            *set = M::madd(e, t, *set);
         }
         (tree_sum(&mut ae), tree_sum(&mut aet))
     }

@@ -319,6 +319,16 @@ mod tests {
         }
     }
 
+    /// Walks `f` from `lo` to `hi` (bit stride) and asserts it never decreases.
+    fn assert_monotone(name: &str, f: fn(f32) -> f32, lo: f32, hi: f32, stride: u32) {
+        let mut prev = f32::NEG_INFINITY;
+        walk(lo, hi, stride, |v| {
+            let got = f(v);
+            assert!(got >= prev, "{name} not monotone at {v}: {got} < {prev}");
+            prev = got;
+        });
+    }
+
     /// Every 61st f32 (every one with `HLG_EXHAUSTIVE=1`, about a minute in release).
     fn stride() -> u32 {
         if std::env::var_os("HLG_EXHAUSTIVE").is_some() {
@@ -332,24 +342,14 @@ mod tests {
     #[test]
     fn log1p_monotone_on_every_mantissa() {
         for f in impls() {
-            let mut prev = -1.0f32;
-            walk(0.0, 1.0, 1, |v| {
-                let got = (f.log1p)(v);
-                assert!(got >= prev, "log1p not monotone at {v}: {got} < {prev}");
-                prev = got;
-            });
+            assert_monotone("log1p", f.log1p, 0.0, 1.0, 1);
         }
     }
 
     #[test]
     fn log1p_monotone_everywhere_below_2_pow_24() {
         for f in impls() {
-            let mut prev = -1.0f32;
-            walk(0.0, 16_777_216.0, stride(), |v| {
-                let got = (f.log1p)(v);
-                assert!(got >= prev, "log1p not monotone at {v}: {got} < {prev}");
-                prev = got;
-            });
+            assert_monotone("log1p", f.log1p, 0.0, 16_777_216.0, stride());
         }
     }
 
@@ -390,12 +390,7 @@ mod tests {
     #[test]
     fn log1p_monotone_across_the_splice() {
         for f in impls() {
-            let mut prev = f32::NEG_INFINITY;
-            walk(0.12, 0.13, 1, |v| {
-                let got = (f.log1p)(v);
-                assert!(got >= prev, "log1p not monotone at {v}: {got} < {prev}");
-                prev = got;
-            });
+            assert_monotone("log1p", f.log1p, 0.12, 0.13, 1);
         }
     }
 
@@ -405,13 +400,8 @@ mod tests {
             // Around every power of two that 1 + v can reach.
             for k in 0..64 {
                 let y = (2.0f32).powi(k);
-                let mut prev = f32::NEG_INFINITY;
                 let lo = f32::from_bits(y.to_bits() - 4096).max(0.0) - 1.0;
-                walk(lo.max(0.0), f32::from_bits(y.to_bits() + 4096) - 1.0, 1, |v| {
-                    let got = (f.log1p)(v);
-                    assert!(got >= prev, "log1p not monotone at {v}");
-                    prev = got;
-                });
+                assert_monotone("log1p", f.log1p, lo.max(0.0), f32::from_bits(y.to_bits() + 4096) - 1.0, 1);
             }
         }
     }
@@ -419,12 +409,7 @@ mod tests {
     #[test]
     fn expm1_monotone() {
         for f in impls() {
-            let mut prev = -1.0f32;
-            walk(0.0, 90.0, stride(), |t| {
-                let got = (f.expm1_pos)(t);
-                assert!(got >= prev, "expm1 not monotone at {t}: {got} < {prev}");
-                prev = got;
-            });
+            assert_monotone("expm1_pos", f.expm1_pos, 0.0, 90.0, stride());
         }
     }
 
