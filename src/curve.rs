@@ -348,6 +348,9 @@ pub(crate) mod kernel {
     use super::{fastmath, HlgCurve, ToeShape};
     use fastmath::{Fused, Madd, Plain};
 
+    #[cfg(target_arch = "x86_64")]
+    mod avx2;
+
     const LANES: usize = 8;
     const BLOCK: usize = 512;
     /// Chunk for the shoulder check: a chunk is revisited only if it has a shoulder entry.
@@ -461,10 +464,15 @@ pub(crate) mod kernel {
         buf[..LANES].iter().map(|&v| v as f64).sum()
     }
 
-    dispatch! {
-        /// `(Σ e, Σ e·t)` with `e = exp(t)`, `t = x − m`, over finite entries; blocks of
-        /// f32 lanes summed into f64.
-        fn weighted_sums(x: &[f32], m: f32) -> (f64, f64) = weighted_sums_body;
+    /// `(Σ e, Σ e·t)` with `e = exp(t)`, `t = x − m`, over finite entries; blocks of f32
+    /// lanes summed into f64.
+    fn weighted_sums(x: &[f32], m: f32) -> (f64, f64) {
+        #[cfg(target_arch = "x86_64")]
+        if fast_path() {
+            // SAFETY: AVX2 and FMA are present (`fast_path`).
+            return unsafe { avx2::weighted_sums(x, m) };
+        }
+        weighted_sums_body::<Plain>(x, m)
     }
 
     #[inline(always)]
@@ -495,92 +503,35 @@ pub(crate) mod kernel {
     const MEDIAN_DEPTHS: [f32; DEPTHS] = [1.0, 3.0, 6.0, 9.0, 12.0, 18.0];
     const DEPTHS: usize = 6;
 
-    dispatch! {
-        /// `Σ e` and, for each of `MEDIAN_DEPTHS`, the mass of the entries within it.
-        fn mass_profile(x: &[f32], m: f32) -> (f64, [f64; DEPTHS]) = mass_profile_body;
+    /// `Σ e` and, for each of `MEDIAN_DEPTHS`, the mass of the entries within it.
+    fn mass_profile(x: &[f32], m: f32) -> (f64, [f64; DEPTHS]) {
+        #[cfg(target_arch = "x86_64")]
+        if fast_path() {
+            // SAFETY: AVX2 and FMA are present (`fast_path`).
+            return unsafe { avx2::mass_profile(x, m, &MEDIAN_DEPTHS.map(|d| -d)) };
+        }
+        mass_profile_body::<Plain>(x, m)
     }
 
     #[inline(always)]
-    fn mass_profile_body<M: Madd + Sums>(x: &[f32], m: f32) -> (f64, [f64; DEPTHS]) {
+    fn mass_profile_body<M: Madd>(x: &[f32], m: f32) -> (f64, [f64; DEPTHS]) {
         let mut total = 0f64;
         let mut within = [0f64; DEPTHS];
-        let (mut e, mut t) = ([0f32; BLOCK], [0f32; BLOCK]);
+        let (mut e, mut t, mut tmp) = ([0f32; BLOCK], [0f32; BLOCK], [0f32; BLOCK]);
         let neg_depths = MEDIAN_DEPTHS.map(|d| -d);
         for block in x.chunks(BLOCK) {
             weights::<M>(block, m, &mut e, &mut t);
-            let (bt, bw) = M::profile(&e, &t, &neg_depths);
-            total += bt;
-            for (w, b) in within.iter_mut().zip(bw) {
-                *w += b;
-            }
-        }
-        (total, within)
-    }
-
-    /// One block's `Σ e` and `Σ e·[t ≥ neg_depths[d]]` for each depth: the baseline sums
-    /// each buffer pairwise; with AVX2, all seven sums run in registers in one pass (the
-    /// compiler does not keep seven vector accumulators on its own: it would have to
-    /// reorder float additions).
-    pub(crate) trait Sums {
-        fn profile(e: &[f32; BLOCK], t: &[f32; BLOCK], neg_depths: &[f32; DEPTHS]) -> (f64, [f64; DEPTHS]);
-    }
-
-    impl Sums for Plain {
-        #[inline(always)]
-        fn profile(e: &[f32; BLOCK], t: &[f32; BLOCK], neg_depths: &[f32; DEPTHS]) -> (f64, [f64; DEPTHS]) {
-            let mut tmp = [0f32; BLOCK];
-            let within = neg_depths.map(|nd| {
-                for ((p, &e), &t) in tmp.iter_mut().zip(e).zip(t) {
+            // Each masked sum pairwise (the compiler does not keep seven running vector
+            // sums on its own: it would have to reorder float additions).
+            for (w, &nd) in within.iter_mut().zip(&neg_depths) {
+                for ((p, &e), &t) in tmp.iter_mut().zip(&e).zip(&t) {
                     *p = masked(e, t, nd);
                 }
-                tree_sum(&mut tmp)
-            });
-            let mut e = *e;
-            (tree_sum(&mut e), within)
-        }
-    }
-
-    impl Sums for Fused {
-        #[inline(always)]
-        fn profile(e: &[f32; BLOCK], t: &[f32; BLOCK], neg_depths: &[f32; DEPTHS]) -> (f64, [f64; DEPTHS]) {
-            #[cfg(target_arch = "x86_64")]
-            {
-                // SAFETY: `Fused` is only instantiated by `dispatch!` after detecting AVX2
-                // and FMA.
-                unsafe { profile_avx2(e, t, neg_depths) }
+                *w += tree_sum(&mut tmp);
             }
-            #[cfg(not(target_arch = "x86_64"))]
-            {
-                Plain::profile(e, t, neg_depths)
-            }
+            total += tree_sum(&mut e);
         }
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn profile_avx2(e: &[f32; BLOCK], t: &[f32; BLOCK], neg_depths: &[f32; DEPTHS]) -> (f64, [f64; DEPTHS]) {
-        use std::arch::x86_64::*;
-        let mut total = _mm256_setzero_ps();
-        let mut within = [_mm256_setzero_ps(); DEPTHS];
-        let thresholds = neg_depths.map(|nd| _mm256_set1_ps(nd));
-        let (ce, _) = e.as_chunks::<LANES>();
-        let (ct, _) = t.as_chunks::<LANES>();
-        for (ev, tv) in ce.iter().zip(ct) {
-            // SAFETY: each chunk is 8 f32s; unaligned loads.
-            let (ev, tv) = unsafe { (_mm256_loadu_ps(ev.as_ptr()), _mm256_loadu_ps(tv.as_ptr())) };
-            total = _mm256_add_ps(total, ev);
-            for (w, th) in within.iter_mut().zip(&thresholds) {
-                let keep = _mm256_cmp_ps::<_CMP_GE_OQ>(tv, *th);
-                *w = _mm256_add_ps(*w, _mm256_and_ps(ev, keep));
-            }
-        }
-        let lanes = |v: __m256| {
-            let mut a = [0f32; LANES];
-            // SAFETY: `a` holds 8 f32s.
-            unsafe { _mm256_storeu_ps(a.as_mut_ptr(), v) };
-            a.iter().map(|&x| x as f64).sum::<f64>()
-        };
-        (lanes(total), within.map(lanes))
+        (total, within)
     }
 
     /// The mass median: the largest finite `v` with `mass(x ≥ v) ≥ ½`.
@@ -753,9 +704,14 @@ pub(crate) mod kernel {
         }
     }
 
-    dispatch! {
-        /// Applies the curve with pivot `c` (in `knee`) to `x` in place.
-        fn transform(x: &mut [f32], knee: &Knee, shape: ToeShape) -> () = transform_body;
+    /// Applies the curve with pivot `c` (in `knee`) to `x` in place.
+    pub(crate) fn transform(x: &mut [f32], knee: &Knee, shape: ToeShape) {
+        #[cfg(target_arch = "x86_64")]
+        if fast_path() {
+            // SAFETY: AVX2 and FMA are present (`fast_path`).
+            return unsafe { avx2::transform(x, knee, shape) };
+        }
+        transform_body::<Plain>(x, knee, shape)
     }
 
     #[inline(always)]
@@ -803,9 +759,11 @@ pub(crate) mod kernel {
     #[inline(always)]
     fn toe_mid<T: Toe, M: Madd>(o: &mut f32, xv: f32, k: &Knee) -> u32 {
         let z = xv - k.c;
-        // z = −inf is an input −inf (or an overflow): left as is.
-        let lo = (z < k.thr_lo) & (z > f32::NEG_INFINITY);
-        let hi = (z > k.thr_hi) & (z < f32::INFINITY);
+        // z = −inf (an input −inf, or x − c overflowing) takes the toe, whose drop is
+        // +inf there for every shape: −inf comes out.
+        let lo = z < k.thr_lo;
+        // Only a flag for the shoulder pass, which tests each entry itself.
+        let hi = z > k.thr_hi;
         let d = -z - k.w;
         let toe = k.c_lo - T::drop::<M>(d, k);
         *o = if lo { toe } else { xv };

@@ -56,6 +56,33 @@ impl Madd for Fused {
     }
 }
 
+/// [`log1p`]'s large form: `S(g)/g`, degree 9; the coefficients of g⁷ and g⁸ are 0.
+const R: [f32; 10] = [
+    0.499_999_749_805_641_27,
+    0.125_009_326_768_614_45,
+    0.041_557_983_515_897_02,
+    0.016_153_354_887_324_56,
+    0.005_050_779_887_186_901,
+    0.003_740_408_560_898_539,
+    0.001_119_779_858_154_896_8,
+    0.0,
+    0.0,
+    0.000_515_795_211_508_323_2,
+];
+/// [`log1p`]'s small form: `(v − ln(1 + v))/v²` on [0, 1/8], degree 4.
+const P: [f32; 5] = [
+    0.499_999_993_358_989_04,
+    -0.333_330_684_603_880_3,
+    0.249_829_110_045_310_86,
+    -0.196_083_813_940_961_03,
+    0.128_869_944_435_351_57,
+];
+/// ln(1.125) rounded to f32: both forms are clamped to it at the splice.
+const SPLICE: f32 = 0.117_783_036;
+/// Just below ln 2, so that `(k + 1)·ln 2 − S` at the top of binade `k` stays under
+/// `(k + 2)·ln 2 − S_MAX` at the bottom of binade `k + 1`.
+const S_MAX: f32 = 0.693_147;
+
 /// `ln(1 + v)` for `v ≥ 0` (finite or `+inf`): monotone by construction, all in `f32`,
 /// no division.
 ///
@@ -78,33 +105,6 @@ impl Madd for Fused {
 /// round either way); this one needs no `f64` and vectorises 8 lanes wide with AVX2.
 #[inline(always)]
 pub(crate) fn log1p<M: Madd>(v: f32) -> f32 {
-    // S(g)/g, degree 9; the coefficients of g⁷ and g⁸ are 0.
-    const R: [f32; 10] = [
-        0.499_999_749_805_641_27,
-        0.125_009_326_768_614_45,
-        0.041_557_983_515_897_02,
-        0.016_153_354_887_324_56,
-        0.005_050_779_887_186_901,
-        0.003_740_408_560_898_539,
-        0.001_119_779_858_154_896_8,
-        0.0,
-        0.0,
-        0.000_515_795_211_508_323_2,
-    ];
-    // (v − ln(1 + v))/v² on [0, 1/8], degree 4.
-    const P: [f32; 5] = [
-        0.499_999_993_358_989_04,
-        -0.333_330_684_603_880_3,
-        0.249_829_110_045_310_86,
-        -0.196_083_813_940_961_03,
-        0.128_869_944_435_351_57,
-    ];
-    /// ln(1.125) rounded to f32: both forms are clamped to it at the splice.
-    const SPLICE: f32 = 0.117_783_036;
-    /// Just below ln 2, so that `(k + 1)·ln 2 − S` at the top of binade `k` stays under
-    /// `(k + 2)·ln 2 − S_MAX` at the bottom of binade `k + 1`.
-    const S_MAX: f32 = 0.693_147;
-
     // Small form.
     let v2 = v * v;
     let p = M::madd(M::madd(P[3], v, P[2]), v2, M::madd(P[1], v, P[0])) + P[4] * (v2 * v2);
@@ -136,6 +136,11 @@ pub(crate) fn log1p<M: Madd>(v: f32) -> f32 {
     }
 }
 
+/// `(exp(r) − 1 − r)/r²` on `|r| ≤ ln2/2`, degree 4, fitted for the least maximum
+/// relative error of `exp` (3.1e-9); [`exp_neg`] needs no monotonicity (it only weighs the
+/// pivots), so a minimax fit replaces the longer Taylor series of [`expm1_pos`].
+const EXP_Q: [f32; 5] = [0.499_999_94, 0.166_665_21, 0.041_668_39, 0.008_368_708, 0.001_381_459_3];
+
 /// `exp(t)` for `t ≤ 0`; exactly 0 for `t < −87.3` (and for `t = −inf`).
 #[inline(always)]
 pub(crate) fn exp_neg<M: Madd>(t: f32) -> f32 {
@@ -143,7 +148,9 @@ pub(crate) fn exp_neg<M: Madd>(t: f32) -> f32 {
     let tc = if under { 0.0 } else { t };
     let kf = M::madd(tc, LOG2_E, ROUND_MAGIC) - ROUND_MAGIC;
     let r = M::madd(-kf, LN2_LO, M::madd(-kf, LN2_HI, tc));
-    let p = 1.0 + expm1_poly::<M>(r);
+    let (r2, r4) = (r * r, (r * r) * (r * r));
+    let q = M::madd(EXP_Q[4], r4, M::madd(M::madd(EXP_Q[3], r, EXP_Q[2]), r2, M::madd(EXP_Q[1], r, EXP_Q[0])));
+    let p = 1.0 + M::madd(r2, q, r);
     if under {
         0.0
     } else {
@@ -199,32 +206,31 @@ fn pow2(kf: f32) -> f32 {
     f32::from_bits(biased << 23)
 }
 
-/// `exp(r) − 1` on `|r| ≤ 0.3466`: Taylor series to `r⁸` (truncation below 2e-10).
-#[inline(always)]
-fn expm1_poly<M: Madd>(r: f32) -> f32 {
-    M::madd(r * r, expm1_q::<M>(r), r)
-}
+/// Taylor coefficients of `(exp(r) − 1 − r)/r²`: `1/2!` … `1/9!`.
+const C: [f32; 8] = [
+    1.0 / 2.0,
+    1.0 / 6.0,
+    1.0 / 24.0,
+    1.0 / 120.0,
+    1.0 / 720.0,
+    1.0 / 5040.0,
+    1.0 / 40320.0,
+    1.0 / 362880.0,
+];
 
 /// `(exp(r) − 1 − r)/r²` by its Taylor series to `r⁷` (`exp(r) − 1` to `r⁹`), in Estrin's
 /// form: a shallow tree instead of a chain of dependent steps, which leaves the core
 /// waiting on latency.
 #[inline(always)]
 fn expm1_q<M: Madd>(r: f32) -> f32 {
-    const C: [f32; 8] = [
-        1.0 / 2.0,
-        1.0 / 6.0,
-        1.0 / 24.0,
-        1.0 / 120.0,
-        1.0 / 720.0,
-        1.0 / 5040.0,
-        1.0 / 40320.0,
-        1.0 / 362880.0,
-    ];
     let (r2, r4) = (r * r, (r * r) * (r * r));
     let lo = M::madd(M::madd(C[3], r, C[2]), r2, M::madd(C[1], r, C[0]));
     let hi = M::madd(M::madd(C[7], r, C[6]), r2, M::madd(C[5], r, C[4]));
     M::madd(hi, r4, lo)
 }
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod v8;
 
 #[cfg(test)]
 mod tests {

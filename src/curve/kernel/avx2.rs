@@ -1,0 +1,384 @@
+//! The kernel's three hot loops with AVX2 + FMA intrinsics: the toe/mid pass, the entropy
+//! pivot's weighted sums and the median's mass profile. The baseline build runs the
+//! generic bodies in the parent module; these replace their `Fused` instantiations.
+//!
+//! - The toe/mid pass computes, lane for lane, the same operations as
+//!   `chunk::<T, Fused>` (through [`fastmath::v8`]), so its output is bit-identical to the
+//!   generic code's (tested below, over walks of every input range and every shape).
+//! - The two pivot passes compute the same weights `e = exp(x − m)` bit for bit, but add
+//!   them in registers (one vector accumulator per sum, flushed to `f64` every block) where
+//!   the generic code keeps per-position sums in memory; the sums agree to rounding.
+//!
+//! # Safety
+//! Every function here requires AVX2 and FMA: the public ones are
+//! `#[target_feature(enable = "avx2,fma")]` and reached only through `fast_path()`.
+
+use std::arch::x86_64::*;
+
+
+use super::{chunk, shoulder, ExpToe, Knee, LogToe, QuadraticToe, BLOCK, CHUNK, DEPTHS, LANES};
+use crate::curve::ToeShape;
+use crate::fastmath::{v8, Fused};
+use v8::{each, splat, Vn};
+
+/// Vectors computed together (see [`Vn`]).
+const WAYS: usize = 2;
+
+/// The knee's constants, one per lane.
+struct KneeV {
+    c: __m256,
+    w: __m256,
+    c_lo: __m256,
+    thr_lo: __m256,
+    thr_hi: __m256,
+    bt: __m256,
+    inv_bt: __m256,
+    half_inv_bt: __m256,
+}
+
+impl KneeV {
+    #[inline(always)]
+    unsafe fn new(k: &Knee) -> Self {
+        KneeV {
+            c: splat(k.c),
+            w: splat(k.w),
+            c_lo: splat(k.c_lo),
+            thr_lo: splat(k.thr_lo),
+            thr_hi: splat(k.thr_hi),
+            bt: splat(k.bt),
+            inv_bt: splat(k.inv_bt),
+            half_inv_bt: splat(k.half_inv_bt),
+        }
+    }
+}
+
+/// The toe's drop for two vectors of entries, as `Toe::drop::<Fused>` lane by lane.
+trait ToeV: super::Toe {
+    unsafe fn drop_v(d: Vn, k: &KneeV) -> Vn;
+}
+
+impl ToeV for LogToe {
+    #[inline(always)]
+    unsafe fn drop_v(d: Vn, k: &KneeV) -> Vn {
+        let l = v8::log1p(each!(|i| _mm256_mul_ps(d[i], k.inv_bt)));
+        each!(|i| _mm256_mul_ps(k.bt, l[i]))
+    }
+}
+
+impl ToeV for QuadraticToe {
+    #[inline(always)]
+    unsafe fn drop_v(d: Vn, k: &KneeV) -> Vn {
+        each!(|i| _mm256_fmadd_ps(_mm256_mul_ps(d[i], k.half_inv_bt), d[i], d[i]))
+    }
+}
+
+impl ToeV for ExpToe {
+    #[inline(always)]
+    unsafe fn drop_v(d: Vn, k: &KneeV) -> Vn {
+        let e = v8::expm1_pos(each!(|i| _mm256_mul_ps(d[i], k.inv_bt)));
+        each!(|i| _mm256_mul_ps(k.bt, e[i]))
+    }
+}
+
+/// Applies the curve with pivot `c` (in `knee`) to `x` in place.
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn transform(x: &mut [f32], knee: &Knee, shape: ToeShape) {
+    match shape {
+        ToeShape::Log => run::<LogToe>(x, knee),
+        ToeShape::Quadratic => run::<QuadraticToe>(x, knee),
+        ToeShape::Exp => run::<ExpToe>(x, knee),
+    }
+}
+
+/// Toe and mid for every entry, sixteen at a time; then, for a 64-entry chunk with an entry
+/// above the upper knee, the generic shoulder pass.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn run<T: ToeV>(x: &mut [f32], k: &Knee) {
+    let kv = KneeV::new(k);
+    let (chunks, rest) = x.as_chunks_mut::<CHUNK>();
+    for xs in chunks {
+        // Into a local chunk, then copied back whole: a blend with the loaded value stored
+        // back in place is turned by LLVM into a masked store (`vmaskmovps`), which is
+        // microcoded and many times slower on AMD cores.
+        let mut out = [0f32; CHUNK];
+        let (src, dst) = (xs.as_ptr(), out.as_mut_ptr());
+        let mut any_hi = _mm256_setzero_ps();
+        for i in (0..CHUNK).step_by(WAYS * LANES) {
+            // SAFETY: i + WAYS·8 ≤ CHUNK, the length of both.
+            let (o, hi) = toe_mid::<T>(each!(|j| _mm256_loadu_ps(src.add(i + j * LANES))), &kv);
+            for j in 0..WAYS {
+                any_hi = _mm256_or_ps(any_hi, hi[j]);
+                _mm256_storeu_ps(dst.add(i + j * LANES), o[j]);
+            }
+        }
+        if _mm256_movemask_ps(any_hi) != 0 {
+            shoulder::<Fused>(&mut out, xs, k);
+        }
+        *xs = out;
+    }
+    // The last partial chunk: the generic code, which computes the same per entry.
+    let mut out = [0f32; CHUNK];
+    let out = &mut out[..rest.len()];
+    chunk::<T, Fused>(out, rest, k);
+    rest.copy_from_slice(out);
+}
+
+/// As `toe_mid::<T, Fused>` for two vectors: the new values and the above-the-knee masks.
+#[inline(always)]
+unsafe fn toe_mid<T: ToeV>(xv: Vn, k: &KneeV) -> (Vn, Vn) {
+    let z: Vn = each!(|i| _mm256_sub_ps(xv[i], k.c));
+    let lo: Vn = each!(|i| _mm256_cmp_ps::<_CMP_LT_OQ>(z[i], k.thr_lo));
+    // Only a flag for the shoulder pass (which tests each entry itself): +inf may raise it.
+    let hi: Vn = each!(|i| _mm256_cmp_ps::<_CMP_GT_OQ>(z[i], k.thr_hi));
+    // −z − w, as the scalar code rounds it.
+    let d: Vn = each!(|i| _mm256_sub_ps(_mm256_xor_ps(z[i], splat(-0.0)), k.w));
+    let drop = T::drop_v(d, k);
+    (each!(|i| _mm256_blendv_ps(xv[i], _mm256_sub_ps(k.c_lo, drop[i]), lo[i])), hi)
+}
+
+/// `t = x − m` where it lies in `[−87.3, 0]` (else 0), and `e = exp(t)` there (else 0):
+/// the same weights as the generic `shifted` + `exp_neg`, whose `exp` is exactly 0 below
+/// −87.3 and which give non-finite entries no weight.
+#[inline(always)]
+unsafe fn weight(xv: Vn, m: __m256) -> (Vn, Vn) {
+    let t: Vn = each!(|i| _mm256_sub_ps(xv[i], m));
+    let valid: Vn = each!(|i| _mm256_and_ps(
+        _mm256_cmp_ps::<_CMP_LE_OQ>(t[i], splat(0.0)),
+        _mm256_cmp_ps::<_CMP_GE_OQ>(t[i], splat(-87.3)),
+    ));
+    let t: Vn = each!(|i| _mm256_and_ps(t[i], valid[i]));
+    let e = v8::exp_neg_in_range(t);
+    (each!(|i| _mm256_and_ps(e[i], valid[i])), t)
+}
+
+/// Eight entries from `x` at `i`, padded with −inf (no weight) past its end.
+#[inline(always)]
+unsafe fn load_padded(x: &[f32], i: usize) -> __m256 {
+    if i >= x.len() {
+        splat(f32::NEG_INFINITY)
+    } else if i + LANES <= x.len() {
+        // SAFETY: in bounds, checked just above.
+        _mm256_loadu_ps(x.as_ptr().add(i))
+    } else {
+        let mut pad = [f32::NEG_INFINITY; LANES];
+        pad[..x.len() - i].copy_from_slice(&x[i..]);
+        _mm256_loadu_ps(pad.as_ptr())
+    }
+}
+
+/// The eight lanes of `v`, widened to `f64`, added onto `acc`.
+#[inline(always)]
+unsafe fn widen_add(acc: __m256d, v: __m256) -> __m256d {
+    let lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
+    let hi = _mm256_cvtps_pd(_mm256_extractf128_ps::<1>(v));
+    _mm256_add_pd(acc, _mm256_add_pd(lo, hi))
+}
+
+#[inline(always)]
+unsafe fn hsum(v: __m256d) -> f64 {
+    let mut a = [0f64; 4];
+    _mm256_storeu_pd(a.as_mut_ptr(), v);
+    (a[0] + a[1]) + (a[2] + a[3])
+}
+
+/// `(Σ e, Σ e·t)` over the finite entries, `e = exp(t)`, `t = x − m`.
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn weighted_sums(x: &[f32], m: f32) -> (f64, f64) {
+    let mv = splat(m);
+    let (mut se, mut set) = (_mm256_setzero_pd(), _mm256_setzero_pd());
+    for block in x.chunks(BLOCK) {
+        let (mut ae, mut aet) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+        for i in (0..block.len()).step_by(2 * LANES) {
+            let (e, t) = weight([load_padded(block, i), load_padded(block, i + LANES)], mv);
+            ae = _mm256_add_ps(ae, _mm256_add_ps(e[0], e[1]));
+            aet = _mm256_fmadd_ps(e[1], t[1], _mm256_fmadd_ps(e[0], t[0], aet));
+        }
+        se = widen_add(se, ae);
+        set = widen_add(set, aet);
+    }
+    (hsum(se), hsum(set))
+}
+
+/// `Σ e` and, for each depth, `Σ e` over the entries with `t ≥ −depth`.
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn mass_profile(x: &[f32], m: f32, neg_depths: &[f32; DEPTHS]) -> (f64, [f64; DEPTHS]) {
+    let mv = splat(m);
+    let thresholds = neg_depths.map(|nd| splat(nd));
+    let mut total = _mm256_setzero_pd();
+    let mut within = [_mm256_setzero_pd(); DEPTHS];
+    for block in x.chunks(BLOCK) {
+        let mut bt = _mm256_setzero_ps();
+        let mut bw = [_mm256_setzero_ps(); DEPTHS];
+        for i in (0..block.len()).step_by(2 * LANES) {
+            let (e, t) = weight([load_padded(block, i), load_padded(block, i + LANES)], mv);
+            bt = _mm256_add_ps(bt, _mm256_add_ps(e[0], e[1]));
+            for (w, th) in bw.iter_mut().zip(&thresholds) {
+                let a = _mm256_and_ps(e[0], _mm256_cmp_ps::<_CMP_GE_OQ>(t[0], *th));
+                let b = _mm256_and_ps(e[1], _mm256_cmp_ps::<_CMP_GE_OQ>(t[1], *th));
+                *w = _mm256_add_ps(*w, _mm256_add_ps(a, b));
+            }
+        }
+        total = widen_add(total, bt);
+        for (w, b) in within.iter_mut().zip(bw) {
+            *w = widen_add(*w, b);
+        }
+    }
+    (hsum(total), within.map(|w| hsum(w)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::curve::HlgCurve;
+    use crate::fastmath;
+
+    fn have_avx2() -> bool {
+        std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn generic_fused(x: &mut [f32], k: &Knee, shape: ToeShape) {
+        super::super::transform_body::<Fused>(x, k, shape)
+    }
+
+    /// Every `stride`-th f32 from `lo` up to `hi` (both positive).
+    fn walk(lo: f32, hi: f32, stride: u32) -> Vec<f32> {
+        (lo.to_bits()..=hi.to_bits()).step_by(stride as usize).map(f32::from_bits).collect()
+    }
+
+    /// `f8` (two vectors at a time, as the kernel runs it) against `f` on every
+    /// `stride`-th f32 from `lo` to `hi` (same sign), bit for bit.
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn compare(name: &str, lo: f32, hi: f32, stride: u32, f8: unsafe fn(Vn) -> Vn, f: fn(f32) -> f32) {
+        let (a, b) = if lo.to_bits() <= hi.to_bits() { (lo.to_bits(), hi.to_bits()) } else { (hi.to_bits(), lo.to_bits()) };
+        let mut bits = a;
+        let mut xs = [0f32; 2 * LANES];
+        loop {
+            for x in xs.iter_mut() {
+                *x = f32::from_bits(bits.min(b));
+                bits = bits.saturating_add(stride);
+            }
+            let mut got = [0f32; 2 * LANES];
+            let out = f8([_mm256_loadu_ps(xs.as_ptr()), _mm256_loadu_ps(xs.as_ptr().add(LANES))]);
+            _mm256_storeu_ps(got.as_mut_ptr(), out[0]);
+            _mm256_storeu_ps(got.as_mut_ptr().add(LANES), out[1]);
+            for (x, g) in xs.iter().zip(got) {
+                let w = f(*x);
+                assert!(g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()), "{name}({x}): {g} vs {w}");
+            }
+            if bits > b {
+                return;
+            }
+        }
+    }
+
+    fn assert_same_bits(name: &str, xs: &[f32], got: &[f32], want: &[f32]) {
+        for ((x, g), w) in xs.iter().zip(got).zip(want) {
+            assert!(g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()), "{name}({x}): {g} vs {w}");
+        }
+    }
+
+    /// The vector functions against the scalar `Fused` ones, bit for bit: every 127th
+    /// f32 of their domains (every one with `HLG_EXHAUSTIVE=1`), every one near the
+    /// log's splice and binade edges and the exp's overflow, and the special values.
+    #[test]
+    fn v8_functions_match_the_scalar_ones_bit_for_bit() {
+        if !have_avx2() {
+            eprintln!("no AVX2 + FMA on this CPU: nothing to compare");
+            return;
+        }
+        #[target_feature(enable = "fma")]
+        fn log1p(v: f32) -> f32 {
+            fastmath::log1p::<Fused>(v)
+        }
+        #[target_feature(enable = "fma")]
+        fn expm1_pos(v: f32) -> f32 {
+            fastmath::expm1_pos::<Fused>(v)
+        }
+        #[target_feature(enable = "fma")]
+        fn exp_neg(v: f32) -> f32 {
+            fastmath::exp_neg::<Fused>(v)
+        }
+        // SAFETY (all three): the CPU has FMA, checked above.
+        let (l, em, en): (fn(f32) -> f32, fn(f32) -> f32, fn(f32) -> f32) =
+            (|v| unsafe { log1p(v) }, |v| unsafe { expm1_pos(v) }, |v| unsafe { exp_neg(v) });
+        let stride = if std::env::var_os("HLG_EXHAUSTIVE").is_some() { 1 } else { 127 };
+        unsafe {
+            for (lo, hi, st) in [(0.0, f32::INFINITY, stride), (0.12, 0.13, 1), (0.99, 1.01, 1), (2.99, 3.01, 1), (0.0, 1e-30, 4099)] {
+                compare("log1p", lo, hi, st, |v| v8::log1p(v), l);
+            }
+            compare("log1p", f32::NAN, f32::NAN, 1, |v| v8::log1p(v), l);
+            for (lo, hi, st) in [(0.0, f32::INFINITY, stride), (87.9, 88.1, 1), (0.69, 0.70, 1)] {
+                compare("expm1_pos", lo, hi, st, |v| v8::expm1_pos(v), em);
+            }
+            for (lo, hi, st) in [(-0.0, f32::NEG_INFINITY, stride), (-87.2, -87.4, 1)] {
+                compare("exp_neg", lo, hi, st, |v| [v8::exp_neg(v[0]), v8::exp_neg(v[1])], en);
+            }
+        }
+    }
+
+    /// The whole toe/mid/shoulder pass against the generic `Fused` code, bit for bit:
+    /// every shape, knees on and off, entries walked across the knees and far into the
+    /// tail, with non-finite entries and a length that leaves a partial chunk.
+    #[test]
+    fn transform_matches_the_generic_code_bit_for_bit() {
+        if !have_avx2() {
+            eprintln!("no AVX2 + FMA on this CPU: nothing to compare");
+            return;
+        }
+        let mut x: Vec<f32> = walk(1e-6, 3e38, 4099).iter().flat_map(|&v| [v, -v]).collect();
+        x.extend([f32::NEG_INFINITY, f32::INFINITY, f32::NAN, 0.0, -0.0]);
+        x.extend((0..2000).map(|i| (i as f32 - 1000.0) * 0.0137));
+        x.push(0.5);
+        for shape in ToeShape::ALL {
+            for (w, bh, bt) in [(Some(4.0), Some(4.0), Some(6.0)), (Some(0.0), Some(0.05), Some(0.05)), (Some(2.5), None, Some(40.0)), (Some(1.0), Some(3.0), None), (None, Some(1.0), Some(1.0))] {
+                for c in [0.0f32, 3.7, -12.5] {
+                    let curve = HlgCurve::new(crate::curve::Pivot::Top { offset: 0.0 }, w, bh, bt, shape).unwrap();
+                    let knee = Knee::new(c, &curve);
+                    let (mut got, mut want) = (x.clone(), x.clone());
+                    unsafe {
+                        transform(&mut got, &knee, shape);
+                        generic_fused(&mut want, &knee, shape);
+                    }
+                    assert_same_bits(&format!("{shape:?} w={w:?} bh={bh:?} bt={bt:?} c={c}"), &x, &got, &want);
+                }
+            }
+        }
+    }
+
+    /// The register sums against the generic per-position sums (same weights, another
+    /// order of addition): equal to rounding.
+    #[test]
+    fn pivot_sums_match_the_generic_code() {
+        if !have_avx2() {
+            eprintln!("no AVX2 + FMA on this CPU: nothing to compare");
+            return;
+        }
+        let mut s = 0x1234_5678_9abc_def1u64;
+        let mut x: Vec<f32> = (0..100_003)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                ((s >> 40) as f32 / (1u64 << 24) as f32) * 40.0 - 30.0
+            })
+            .collect();
+        x[17] = f32::NEG_INFINITY;
+        x[18] = f32::NAN;
+        x[19] = f32::INFINITY;
+        x[20] = -200.0;
+        let m = super::super::finite_max(&x).unwrap();
+        let (se, set) = unsafe { weighted_sums(&x, m) };
+        let (ge, get) = super::super::weighted_sums_body::<fastmath::Plain>(&x, m);
+        assert!((se - ge).abs() <= 1e-6 * ge, "{se} vs {ge}");
+        assert!((set - get).abs() <= 1e-6 * get.abs(), "{set} vs {get}");
+        let nd = super::super::MEDIAN_DEPTHS.map(|d| -d);
+        let (tot, within) = unsafe { mass_profile(&x, m, &nd) };
+        let (gtot, gwithin) = super::super::mass_profile_body::<fastmath::Plain>(&x, m);
+        assert!((tot - gtot).abs() <= 1e-6 * gtot);
+        for (a, b) in within.iter().zip(gwithin) {
+            assert!((a - b).abs() <= 1e-6 * b.max(1e-30), "{a} vs {b}");
+        }
+    }
+}
