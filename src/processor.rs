@@ -53,22 +53,66 @@ use crate::curve::HlgCurve;
 #[derive(Clone, Copy, Debug)]
 pub struct HlgProcessor {
     curve: HlgCurve,
+    backend: Backend,
+}
+
+/// Which implementation of the curve a processor runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Backend {
+    /// The slice kernel on the host (candle ops for logits that are not rank-1 f32 on
+    /// the CPU). The default.
+    #[default]
+    Kernel,
+    /// mlx-rs ops on MLX's default device (Metal on Apple silicon): the logits are
+    /// handed to MLX as an array and the result read back (feature `mlx`).
+    #[cfg(feature = "mlx")]
+    Mlx,
+}
+
+impl Backend {
+    /// The backend named `kernel` or `mlx` (the server's `--hlg-backend`); an error
+    /// naming the accepted values otherwise, or saying how to build with mlx.
+    pub fn parse(name: &str) -> Result<Self, String> {
+        match name {
+            "kernel" => Ok(Backend::Kernel),
+            #[cfg(feature = "mlx")]
+            "mlx" => Ok(Backend::Mlx),
+            #[cfg(not(feature = "mlx"))]
+            "mlx" => Err("--hlg-backend mlx: this binary was built without the `mlx` feature (see the README's mlx section)".into()),
+            other => Err(format!("--hlg-backend must be \"kernel\" or \"mlx\", got {other:?}")),
+        }
+    }
 }
 
 impl HlgProcessor {
-    /// A processor for this curve.
+    /// A processor for this curve, on the slice kernel.
     pub fn new(curve: HlgCurve) -> Self {
-        HlgProcessor { curve }
+        HlgProcessor { curve, backend: Backend::Kernel }
+    }
+
+    /// A processor for this curve on the given backend.
+    pub fn with_backend(curve: HlgCurve, backend: Backend) -> Self {
+        HlgProcessor { curve, backend }
     }
 
     /// The curve it applies.
     pub fn curve(&self) -> &HlgCurve {
         &self.curve
     }
+
+    /// Where it runs the curve.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
 }
 
 impl CustomLogitsProcessor for HlgProcessor {
     fn apply(&self, logits: &Tensor, _context: &[u32]) -> candle_core::Result<Tensor> {
+        #[cfg(feature = "mlx")]
+        if self.backend == Backend::Mlx {
+            return apply_mlx(&self.curve, logits);
+        }
         if logits.rank() == 1 && logits.dtype() == DType::F32 && matches!(logits.device(), Device::Cpu) {
             let mut v: Vec<f32> = logits.to_vec1()?;
             self.curve.apply(&mut v);
@@ -77,6 +121,19 @@ impl CustomLogitsProcessor for HlgProcessor {
             crate::backend::candle::apply(&self.curve, logits)
         }
     }
+}
+
+/// The logits through MLX: copied to an f32 array of the same shape, transformed on
+/// MLX's default device, read back into a tensor of the original dtype and device.
+#[cfg(feature = "mlx")]
+fn apply_mlx(curve: &HlgCurve, logits: &Tensor) -> candle_core::Result<Tensor> {
+    let err = |e: mlx_rs::error::Exception| candle_core::Error::Msg(format!("hlg (mlx): {}", e.what()));
+    let shape: Vec<i32> = logits.dims().iter().map(|&d| d as i32).collect();
+    let host: Vec<f32> = logits.to_dtype(DType::F32)?.flatten_all()?.to_vec1()?;
+    let y = crate::backend::mlx::apply(curve, &mlx_rs::Array::from_slice(&host, &shape)).map_err(err)?;
+    y.eval().map_err(err)?;
+    let out = y.try_as_slice::<f32>().map_err(|e| candle_core::Error::Msg(format!("hlg (mlx): {e}")))?;
+    Tensor::from_slice(out, logits.shape(), &Device::Cpu)?.to_dtype(logits.dtype())?.to_device(logits.device())
 }
 
 /// What arming did to a request.
@@ -114,13 +171,18 @@ pub const HOST_DEFAULT_TEMPERATURE: f64 = 1.0;
 /// assert_eq!(arm_request(&mut req, &HlgCurve::default()), Armed::Installed { dropped: vec!["top_p"] });
 /// ```
 pub fn arm_request(request: &mut Request, curve: &HlgCurve) -> Armed {
+    arm_request_with(request, curve, Backend::Kernel)
+}
+
+/// [`arm_request`] with the processor on the given backend.
+pub fn arm_request_with(request: &mut Request, curve: &HlgCurve, backend: Backend) -> Armed {
     match request {
-        Request::Normal(normal) => arm_normal(normal, curve),
+        Request::Normal(normal) => arm_normal(normal, curve, backend),
         _ => Armed::NotApplicable,
     }
 }
 
-fn arm_normal(req: &mut NormalRequest, curve: &HlgCurve) -> Armed {
+fn arm_normal(req: &mut NormalRequest, curve: &HlgCurve, backend: Backend) -> Armed {
     let params = &mut req.sampling_params;
     let t = params.temperature.unwrap_or(HOST_DEFAULT_TEMPERATURE);
     if t < 1e-7 {
@@ -139,7 +201,7 @@ fn arm_normal(req: &mut NormalRequest, curve: &HlgCurve) -> Armed {
     if !dropped.is_empty() {
         tracing::info!(request = req.id, ?dropped, "HLG is the sampler for this request: turned off {}", dropped.join(", "));
     }
-    req.logits_processors.get_or_insert_with(Vec::new).push(Arc::new(HlgProcessor::new(*curve)));
+    req.logits_processors.get_or_insert_with(Vec::new).push(Arc::new(HlgProcessor::with_backend(*curve, backend)));
     Armed::Installed { dropped }
 }
 
@@ -210,4 +272,38 @@ pub async fn send_chat_choices(
         u.avg_compl_tok_per_sec = rate(u.completion_tokens, u.total_completion_time_sec);
     }
     Ok(merged)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backend_names() {
+        assert_eq!(Backend::parse("kernel"), Ok(Backend::Kernel));
+        let bad = Backend::parse("gpu").unwrap_err();
+        assert!(bad.contains("\"kernel\" or \"mlx\"") && bad.contains("\"gpu\""), "{bad}");
+        #[cfg(feature = "mlx")]
+        assert_eq!(Backend::parse("mlx"), Ok(Backend::Mlx));
+        #[cfg(not(feature = "mlx"))]
+        assert!(Backend::parse("mlx").unwrap_err().contains("without the `mlx` feature"));
+    }
+
+    /// The processor on MLX against the processor on the kernel, on logits shaped like a
+    /// model's (what the server's `--hlg-backend mlx` installs).
+    #[cfg(feature = "mlx")]
+    #[test]
+    fn mlx_processor_matches_the_kernel_processor() {
+        let x: Vec<f32> = (0..4096).map(|i| ((i * 7919 % 4096) as f32) * -0.007 + if i == 5 { 9.0 } else { 0.0 }).collect();
+        let t = Tensor::from_slice(&x, x.len(), &Device::Cpu).unwrap();
+        for curve in [HlgCurve::default(), HlgCurve::default().with_pivot(crate::Pivot::Entropy).unwrap(), HlgCurve::default().with_pivot(crate::Pivot::Median).unwrap()] {
+            let want: Vec<f32> = HlgProcessor::new(curve).apply(&t, &[]).unwrap().to_vec1().unwrap();
+            let got = HlgProcessor::with_backend(curve, Backend::Mlx).apply(&t, &[]).unwrap();
+            assert_eq!(got.dtype(), DType::F32);
+            let got: Vec<f32> = got.to_vec1().unwrap();
+            for (g, w) in got.iter().zip(&want) {
+                assert!((g - w).abs() <= 1e-5 * w.abs().max(1.0) + 1e-5, "{g} vs {w} ({curve:?})");
+            }
+        }
+    }
 }

@@ -4,56 +4,9 @@
 mod common;
 
 use candle_core::{DType, Device, Tensor};
-use mistralrs_hlg::{backend::candle::apply, HlgCurve, Pivot, ToeShape};
+use common::{every_curve, kernel, worst};
+use mistralrs_hlg::{backend::candle::apply, HlgCurve};
 use proptest::prelude::*;
-
-fn every_curve() -> Vec<HlgCurve> {
-    let mut out = vec![];
-    for pivot in [Pivot::Top { offset: 6.0 }, Pivot::Top { offset: 0.5 }, Pivot::Entropy, Pivot::Median] {
-        for shape in ToeShape::ALL {
-            for (w, bh, bt) in [
-                (Some(4.0), Some(4.0), Some(6.0)),
-                (Some(1.0), Some(0.5), Some(2.0)),
-                (Some(0.0), Some(3.0), Some(3.0)),
-                (Some(2.0), None, Some(3.0)),
-                (Some(2.0), Some(3.0), None),
-                (Some(2.0), None, None),
-                (None, Some(3.0), Some(3.0)),
-            ] {
-                out.push(HlgCurve::new(pivot, w, bh, bt, shape).unwrap());
-            }
-        }
-    }
-    out
-}
-
-fn kernel(c: &HlgCurve, x: &[f32]) -> Vec<f32> {
-    let mut y = x.to_vec();
-    c.apply(&mut y);
-    y
-}
-
-/// The largest difference between the backend and the kernel, in units of the allowed
-/// error: 1e-5 × max(1, |kernel value|) (absolute within ±1, relative beyond: the exp toe
-/// reaches 1e6 and more, where an f32 ulp exceeds 1e-5), plus the curve's slope times 4 ulp
-/// of the pivot, since the two compute the entropy and median pivots with different
-/// (equally valid) roundings and a steep toe amplifies that.
-fn worst(c: &HlgCurve, x: &[f32], got: &[f32]) -> f32 {
-    let want = kernel(c, x);
-    let pivot = c.pivot_of(x).unwrap_or(0.0);
-    let ulp_c = pivot.abs().next_up() - pivot.abs();
-    got.iter()
-        .zip(&want)
-        .zip(x)
-        .map(|((&p, &q), &xv)| {
-            if p == q || (p.is_nan() && q.is_nan()) {
-                return 0.0;
-            }
-            let slope = common::slope_f64(c, (xv - pivot) as f64) as f32;
-            (p - q).abs() / (1e-5 * q.abs().max(1.0) + 4.0 * ulp_c * slope)
-        })
-        .fold(0.0, f32::max)
-}
 
 fn logits() -> impl Strategy<Value = Vec<f32>> {
     prop::collection::vec(prop_oneof![10 => -25.0f32..8.0, 1 => Just(f32::NEG_INFINITY)], 2..300)

@@ -2,3 +2,6 @@
 
 #[cfg(feature = "candle")]
 pub mod candle;
+
+#[cfg(feature = "mlx")]
+pub mod mlx;

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
 use mistralrs_hlg::config::RawValue;
+use mistralrs_hlg::processor::Backend;
 use mistralrs_hlg::server::{self, load::ModelSource};
 use mistralrs_hlg::{HlgConfig, ToeShape};
 
@@ -88,6 +89,10 @@ struct ServeArgs {
     /// CPU, see docs/NOTES.md); `batched` passes the request through as upstream does.
     #[arg(long, value_name = "split|batched", default_value = "split", value_parser = ["split", "batched"])]
     n_choices: String,
+    /// Where the curve runs: `kernel` (the slice kernel, the default) or `mlx` (mlx-rs
+    /// ops on MLX's default device; needs a build with `--features mlx`, see the README).
+    #[arg(long, value_name = "kernel|mlx")]
+    hlg_backend: Option<String>,
     #[command(flatten)]
     hlg: HlgFlags,
 }
@@ -116,6 +121,7 @@ struct FileConfig {
     gguf_file: Option<String>,
     host: Option<String>,
     port: Option<u16>,
+    hlg_backend: Option<String>,
     hlg: Vec<(&'static str, RawValue)>,
 }
 
@@ -123,13 +129,14 @@ fn read_config(path: &PathBuf) -> anyhow::Result<FileConfig> {
     use serde::Deserialize;
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let table: toml::Table = text.parse().with_context(|| format!("parsing {}", path.display()))?;
-    let mut cfg = FileConfig { model: None, gguf_file: None, host: None, port: None, hlg: vec![] };
+    let mut cfg = FileConfig { model: None, gguf_file: None, host: None, port: None, hlg_backend: None, hlg: vec![] };
     for (key, value) in table {
         let text = || value.as_str().map(str::to_string).with_context(|| format!("{}: `{key}` must be a string", path.display()));
         match key.as_str() {
             "model" => cfg.model = Some(text()?),
             "gguf-file" => cfg.gguf_file = Some(text()?),
             "host" => cfg.host = Some(text()?),
+            "hlg-backend" => cfg.hlg_backend = Some(text()?),
             "port" => {
                 let p = value.as_integer().and_then(|p| u16::try_from(p).ok());
                 cfg.port = Some(p.with_context(|| format!("{}: `port` must be an integer 0..=65535", path.display()))?);
@@ -154,10 +161,11 @@ fn read_config(path: &PathBuf) -> anyhow::Result<FileConfig> {
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let file = match &args.config {
         Some(p) => read_config(p)?,
-        None => FileConfig { model: None, gguf_file: None, host: None, port: None, hlg: vec![] },
+        None => FileConfig { model: None, gguf_file: None, host: None, port: None, hlg_backend: None, hlg: vec![] },
     };
     // Flags over the file: the file's pairs first, so a flag's `set` overwrites them.
     let defaults = server::defaults_from_flags(file.hlg.into_iter().chain(args.hlg.pairs())).map_err(anyhow::Error::msg)?;
+    let backend = Backend::parse(args.hlg_backend.or(file.hlg_backend).as_deref().unwrap_or("kernel")).map_err(anyhow::Error::msg)?;
     let gguf_file = args.gguf_file.or(file.gguf_file);
     let source = match args.model.or(file.model) {
         Some(m) => ModelSource::resolve(&m, gguf_file.as_deref())?,
@@ -166,10 +174,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             ModelSource::resolve(&path.to_string_lossy(), None)?
         }
     };
-    tracing::info!(?source, hlg = %serde_json::to_string(&defaults.resolved(false))?, "starting");
+    tracing::info!(?source, ?backend, hlg = %serde_json::to_string(&defaults.resolved(false))?, "starting");
     let mistralrs = server::load::load(&source, !args.no_cpu).await?;
     let choices = if args.n_choices == "batched" { server::Choices::Batched } else { server::Choices::Split };
-    let router = server::router_with(mistralrs, defaults, choices).await?;
+    let router = server::router_with_backend(mistralrs, defaults, choices, backend).await?;
     let host = args.host.or(file.host).unwrap_or_else(|| "127.0.0.1".into());
     server::serve(router, &host, args.port.or(file.port).unwrap_or(1234)).await
 }

@@ -24,7 +24,7 @@ use serde_json::{json, Value};
 
 use crate::config::{HlgConfig, RawValue};
 use crate::curve::HlgCurve;
-use crate::processor::arm_request;
+use crate::processor::{arm_request_with, Backend};
 use crate::HlgError;
 
 mod choices;
@@ -100,6 +100,7 @@ struct AppState {
     mistralrs: SharedMistralRsState,
     defaults: HlgConfig,
     choices: Choices,
+    backend: Backend,
 }
 
 /// The whole router: HLG on the two generation routes, `GET /v1/hlg`, and upstream's
@@ -110,8 +111,18 @@ pub async fn router(mistralrs: SharedMistralRsState, defaults: HlgConfig) -> any
 
 /// [`router`] with the `n > 1` handling chosen.
 pub async fn router_with(mistralrs: SharedMistralRsState, defaults: HlgConfig, choices: Choices) -> anyhow::Result<Router> {
+    router_with_backend(mistralrs, defaults, choices, Backend::Kernel).await
+}
+
+/// [`router_with`] with the curve's backend chosen (`--hlg-backend`).
+pub async fn router_with_backend(
+    mistralrs: SharedMistralRsState,
+    defaults: HlgConfig,
+    choices: Choices,
+    backend: Backend,
+) -> anyhow::Result<Router> {
     let upstream = MistralRsServerRouterBuilder::new().with_mistralrs(mistralrs.clone()).build().await?;
-    let state = Arc::new(AppState { mistralrs, defaults, choices });
+    let state = Arc::new(AppState { mistralrs, defaults, choices, backend });
     Ok(Router::new()
         .route("/v1/chat/completions", post(chat))
         .route("/v1/completions", post(complete))
@@ -210,7 +221,7 @@ async fn chat_one(s: Arc<AppState>, v: Value, curve: Option<HlgCurve>) -> Respon
         Err(e) => return chat_completion::handle_error(state, e.into()).into_response(),
     };
     if let Some(c) = curve {
-        arm_request(&mut request, &c);
+        arm_request_with(&mut request, &c, s.backend);
     }
     if let Err(e) = send_request_with_model(&state, request, model_id.as_deref()).await {
         return chat_completion::handle_error(state, e.into()).into_response();
@@ -234,7 +245,7 @@ async fn complete_one(s: Arc<AppState>, v: Value, curve: Option<HlgCurve>) -> Re
         Err(e) => return completions::handle_error(state, e.into()).into_response(),
     };
     if let Some(c) = curve {
-        arm_request(&mut request, &c);
+        arm_request_with(&mut request, &c, s.backend);
     }
     if let Err(e) = send_request(&state, request).await {
         return completions::handle_error(state, e.into()).into_response();

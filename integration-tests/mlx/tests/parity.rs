@@ -1,0 +1,125 @@
+//! The mlx backend (MLX's CPU backend here; the same ops run on Metal on Apple silicon)
+//! against the slice kernel: every pivot mode, toe shape and `off` combination; rows of a
+//! batch independent; −inf preserved; identity configs exact; f16 and bf16 in, same out.
+
+#[path = "../../../tests/common/mod.rs"]
+mod common;
+
+use common::{every_curve, kernel, worst};
+use mistralrs_hlg::{backend::mlx::apply, HlgCurve, Pivot};
+use mlx_rs::{Array, Dtype};
+use proptest::prelude::*;
+
+fn run(c: &HlgCurve, x: &Array) -> Vec<f32> {
+    let y = apply(c, x).unwrap();
+    assert_eq!(y.shape(), x.shape());
+    assert_eq!(y.dtype(), x.dtype());
+    y.as_dtype(Dtype::Float32).unwrap().as_slice::<f32>().to_vec()
+}
+
+/// A median whose crossing lies within 1e-4 of one half could go either way in f32 (the
+/// backend adds the weights in another order than the kernel): those cases are skipped.
+fn comparable(c: &HlgCurve, x: &[f32]) -> bool {
+    c.pivot() != Pivot::Median || common::pivot_f64(c, x).is_none_or(|(_, margin)| margin > 1e-4)
+}
+
+fn logits() -> impl Strategy<Value = Vec<f32>> {
+    prop::collection::vec(prop_oneof![10 => -25.0f32..8.0, 1 => Just(f32::NEG_INFINITY)], 2..300)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    #[test]
+    fn rank1_matches_kernel(x in logits()) {
+        let a = Array::from_slice(&x, &[x.len() as i32]);
+        for c in every_curve().into_iter().filter(|c| comparable(c, &x)) {
+            let got = run(&c, &a);
+            let d = worst(&c, &x, &got);
+            prop_assert!(d <= 1.0, "difference {} of the tolerance for {:?}", d, c);
+            for (a, b) in x.iter().zip(&got) {
+                if *a == f32::NEG_INFINITY { prop_assert_eq!(*b, f32::NEG_INFINITY); }
+            }
+        }
+    }
+
+    #[test]
+    fn batch_rows_are_independent(a in logits(), shift in -50.0f32..50.0, scale in 0.2f32..3.0) {
+        let b: Vec<f32> = a.iter().map(|v| v * scale + shift).collect();
+        let n = a.len();
+        let batch = Array::from_slice(&[a.clone(), b.clone()].concat(), &[2, n as i32]);
+        for c in every_curve().into_iter().filter(|c| comparable(c, &a) && comparable(c, &b)) {
+            let out = run(&c, &batch);
+            prop_assert!(worst(&c, &a, &out[..n]) <= 1.0);
+            let d = worst(&c, &b, &out[n..]);
+            prop_assert!(d <= 1.0, "{} of the tolerance for {:?}", d, c);
+        }
+    }
+}
+
+/// A vocabulary-sized row: the same tolerance at V = 49152, where the sums are long.
+#[test]
+fn vocabulary_sized_rows_match_kernel() {
+    let mut s = 0x9e37_79b9_7f4a_7c15u64;
+    let x: Vec<f32> = (0..49_152)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 30.0 - 22.0
+        })
+        .collect();
+    let a = Array::from_slice(&x, &[x.len() as i32]);
+    for c in every_curve().into_iter().filter(|c| comparable(c, &x)) {
+        let d = worst(&c, &x, &run(&c, &a));
+        assert!(d <= 1.0, "{d} of the tolerance for {c:?}");
+    }
+}
+
+#[test]
+fn identity_and_non_finite_rows() {
+    let x = [1.0f32, f32::NAN, f32::INFINITY, f32::NEG_INFINITY, -3.0];
+    let a = Array::from_slice(&x, &[5]);
+    for c in [HlgCurve::identity(), HlgCurve::new(Pivot::Entropy, Some(2.0), None, None, Default::default()).unwrap()] {
+        let same = run(&c, &a);
+        assert_eq!(same.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), x.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+    }
+    // A row without finite entries comes back unchanged, next to a normal row.
+    let rows = Array::from_slice(&[f32::NEG_INFINITY, f32::NAN, 0.0, -20.0], &[2, 2]);
+    for c in every_curve() {
+        let out = run(&c, &rows);
+        assert_eq!(out[0], f32::NEG_INFINITY);
+        assert!(out[1].is_nan());
+        assert!(worst(&c, &[0.0, -20.0], &out[2..]) <= 1.0, "{c:?}");
+        assert_eq!(kernel(&c, &[f32::NEG_INFINITY, f32::NAN])[0], f32::NEG_INFINITY);
+    }
+}
+
+#[test]
+fn half_precision_in_same_dtype_out() {
+    let x: Vec<f32> = (0..64).map(|i| 4.0 - i as f32 * 0.37).collect();
+    for dtype in [Dtype::Float16, Dtype::Bfloat16] {
+        let a = Array::from_slice(&x, &[64]).as_dtype(dtype).unwrap();
+        let rounded = a.as_dtype(Dtype::Float32).unwrap().as_slice::<f32>().to_vec();
+        for c in every_curve() {
+            let got = run(&c, &a);
+            // The kernel on the rounded input, rounded to the same dtype.
+            let want = Array::from_slice(&kernel(&c, &rounded), &[64]).as_dtype(dtype).unwrap().as_dtype(Dtype::Float32).unwrap();
+            for (g, w) in got.iter().zip(want.as_slice::<f32>()) {
+                if g == w {
+                    continue;
+                }
+                // One unit in the last place of the half type either way.
+                let ulp = if dtype == Dtype::Float16 { 2f32.powi(-10) } else { 2f32.powi(-7) } * w.abs().max(1.0);
+                assert!((g - w).abs() <= ulp, "{dtype:?} {g} vs {w} ({c:?})");
+            }
+        }
+    }
+}
+
+#[test]
+fn rank_three_is_an_error_not_a_panic() {
+    let a = Array::from_slice(&[0f32; 8], &[2, 2, 2]);
+    let err = apply(&HlgCurve::default(), &a).unwrap_err();
+    assert!(err.what().contains("rank 3"), "{}", err.what());
+}
