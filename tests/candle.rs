@@ -8,28 +8,22 @@ use common::{every_curve, kernel, worst};
 use mistralrs_hlg::{backend::candle::apply, HlgCurve};
 use proptest::prelude::*;
 
-fn logits() -> impl Strategy<Value = Vec<f32>> {
-    prop::collection::vec(prop_oneof![10 => -25.0f32..8.0, 1 => Just(f32::NEG_INFINITY)], 2..300)
-}
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
 
     #[test]
-    fn rank1_matches_kernel(x in logits()) {
+    fn rank1_matches_kernel(x in common::backend_logits()) {
         for c in every_curve() {
             let t = Tensor::from_slice(&x, x.len(), &Device::Cpu).unwrap();
             let got: Vec<f32> = apply(&c, &t).unwrap().to_vec1().unwrap();
-            let d = worst(&c, &x, &got);
-            prop_assert!(d <= 1.0, "difference {} of the tolerance for {:?}", d, c);
-            for (a, b) in x.iter().zip(&got) {
-                if *a == f32::NEG_INFINITY { prop_assert_eq!(*b, f32::NEG_INFINITY); }
-            }
+            let bad = common::mismatch(&c, &x, &got);
+            prop_assert!(bad.is_none(), "{}", bad.unwrap_or_default());
         }
     }
 
     #[test]
-    fn batch_rows_are_independent(a in logits(), shift in -50.0f32..50.0, scale in 0.2f32..3.0) {
+    fn batch_rows_are_independent(a in common::backend_logits(), shift in -50.0f32..50.0, scale in 0.2f32..3.0) {
         let b: Vec<f32> = a.iter().map(|v| v * scale + shift).collect();
         let n = a.len();
         let t = Tensor::from_slice(&[a.clone(), b.clone()].concat(), (2, n), &Device::Cpu).unwrap();
@@ -77,14 +71,7 @@ fn half_precision_in_same_dtype_out() {
                 .unwrap()
                 .to_vec1()
                 .unwrap();
-            for (g, w) in got.iter().zip(&want) {
-                if g == w {
-                    continue;
-                }
-                // One unit in the last place of the half type either way.
-                let ulp = if dtype == DType::F16 { 2f32.powi(-10) } else { 2f32.powi(-7) } * w.abs().max(1.0);
-                assert!((g - w).abs() <= ulp, "{dtype:?} {g} vs {w} ({c:?})");
-            }
+            common::assert_within_half_ulp(dtype == DType::F16, &got, &want, &format!("{dtype:?} {c:?}"));
         }
     }
 }

@@ -164,3 +164,32 @@ pub fn worst(c: &HlgCurve, x: &[f32], got: &[f32]) -> f32 {
         })
         .fold(0.0, f32::max)
 }
+
+/// A half-precision backend's output against the kernel's output rounded to the same
+/// type (both read back as f32): equal, or one unit in the last place of the half type
+/// apart (`f16`: 10 mantissa bits, else bf16: 7).
+pub fn assert_within_half_ulp(f16: bool, got: &[f32], want: &[f32], what: &str) {
+    for (g, w) in got.iter().zip(want) {
+        if g == w {
+            continue;
+        }
+        let ulp = if f16 { 2f32.powi(-10) } else { 2f32.powi(-7) } * w.abs().max(1.0);
+        assert!((g - w).abs() <= ulp, "{what}: {g} vs {w}");
+    }
+}
+
+/// What is wrong with a tensor backend's output `got` for the input `x`, if anything: a
+/// difference beyond [`worst`]'s tolerance, or a −inf input that did not stay −inf.
+pub fn mismatch(c: &HlgCurve, x: &[f32], got: &[f32]) -> Option<String> {
+    let d = worst(c, x, got);
+    if d > 1.0 {
+        return Some(format!("difference {d} of the tolerance for {c:?}"));
+    }
+    x.iter().zip(got).position(|(a, b)| *a == f32::NEG_INFINITY && *b != f32::NEG_INFINITY).map(|i| format!("−inf at {i} came out {} for {c:?}", got[i]))
+}
+
+/// Rows for the tensor backends' property tests: up to 300 logits in [−25, 8), some −inf.
+pub fn backend_logits() -> impl proptest::strategy::Strategy<Value = Vec<f32>> {
+    use proptest::prelude::*;
+    prop::collection::vec(prop_oneof![10 => -25.0f32..8.0, 1 => Just(f32::NEG_INFINITY)], 2..300)
+}

@@ -23,28 +23,22 @@ fn comparable(c: &HlgCurve, x: &[f32]) -> bool {
     c.pivot() != Pivot::Median || common::pivot_f64(c, x).is_none_or(|(_, margin)| margin > 1e-4)
 }
 
-fn logits() -> impl Strategy<Value = Vec<f32>> {
-    prop::collection::vec(prop_oneof![10 => -25.0f32..8.0, 1 => Just(f32::NEG_INFINITY)], 2..300)
-}
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
 
     #[test]
-    fn rank1_matches_kernel(x in logits()) {
+    fn rank1_matches_kernel(x in common::backend_logits()) {
         let a = Array::from_slice(&x, &[x.len() as i32]);
         for c in every_curve().into_iter().filter(|c| comparable(c, &x)) {
             let got = run(&c, &a);
-            let d = worst(&c, &x, &got);
-            prop_assert!(d <= 1.0, "difference {} of the tolerance for {:?}", d, c);
-            for (a, b) in x.iter().zip(&got) {
-                if *a == f32::NEG_INFINITY { prop_assert_eq!(*b, f32::NEG_INFINITY); }
-            }
+            let bad = common::mismatch(&c, &x, &got);
+            prop_assert!(bad.is_none(), "{}", bad.unwrap_or_default());
         }
     }
 
     #[test]
-    fn batch_rows_are_independent(a in logits(), shift in -50.0f32..50.0, scale in 0.2f32..3.0) {
+    fn batch_rows_are_independent(a in common::backend_logits(), shift in -50.0f32..50.0, scale in 0.2f32..3.0) {
         let b: Vec<f32> = a.iter().map(|v| v * scale + shift).collect();
         let n = a.len();
         let batch = Array::from_slice(&[a.clone(), b.clone()].concat(), &[2, n as i32]);
@@ -105,14 +99,7 @@ fn half_precision_in_same_dtype_out() {
             let got = run(&c, &a);
             // The kernel on the rounded input, rounded to the same dtype.
             let want = Array::from_slice(&kernel(&c, &rounded), &[64]).as_dtype(dtype).unwrap().as_dtype(Dtype::Float32).unwrap();
-            for (g, w) in got.iter().zip(want.as_slice::<f32>()) {
-                if g == w {
-                    continue;
-                }
-                // One unit in the last place of the half type either way.
-                let ulp = if dtype == Dtype::Float16 { 2f32.powi(-10) } else { 2f32.powi(-7) } * w.abs().max(1.0);
-                assert!((g - w).abs() <= ulp, "{dtype:?} {g} vs {w} ({c:?})");
-            }
+            common::assert_within_half_ulp(dtype == Dtype::Float16, &got, want.as_slice::<f32>(), &format!("{dtype:?} {c:?}"));
         }
     }
 }
