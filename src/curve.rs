@@ -387,6 +387,18 @@ pub(crate) mod kernel {
                 $body::<Plain>($($arg),*)
             }
         };
+        // With a hand-written AVX2 + FMA function (`avx2` module) for the fast path.
+        ($(#[$m:meta])* fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty = $fast:path | $body:ident;) => {
+            $(#[$m])*
+            pub(crate) fn $name($($arg: $ty),*) -> $ret {
+                #[cfg(target_arch = "x86_64")]
+                if fast_path() {
+                    // SAFETY: AVX2 and FMA are present, checked just above.
+                    return unsafe { $fast($($arg),*) };
+                }
+                $body::<Plain>($($arg),*)
+            }
+        };
     }
 
     dispatch! {
@@ -464,15 +476,10 @@ pub(crate) mod kernel {
         buf[..LANES].iter().map(|&v| v as f64).sum()
     }
 
-    /// `(Σ e, Σ e·t)` with `e = exp(t)`, `t = x − m`, over finite entries; blocks of f32
-    /// lanes summed into f64.
-    fn weighted_sums(x: &[f32], m: f32) -> (f64, f64) {
-        #[cfg(target_arch = "x86_64")]
-        if fast_path() {
-            // SAFETY: AVX2 and FMA are present (`fast_path`).
-            return unsafe { avx2::weighted_sums(x, m) };
-        }
-        weighted_sums_body::<Plain>(x, m)
+    dispatch! {
+        /// `(Σ e, Σ e·t)` with `e = exp(t)`, `t = x − m`, over finite entries; blocks of
+        /// f32 lanes summed into f64.
+        fn weighted_sums(x: &[f32], m: f32) -> (f64, f64) = avx2::weighted_sums | weighted_sums_body;
     }
 
     #[inline(always)]
@@ -503,14 +510,9 @@ pub(crate) mod kernel {
     const MEDIAN_DEPTHS: [f32; DEPTHS] = [1.0, 3.0, 6.0, 9.0, 12.0, 18.0];
     const DEPTHS: usize = 6;
 
-    /// `Σ e` and, for each of `MEDIAN_DEPTHS`, the mass of the entries within it.
-    fn mass_profile(x: &[f32], m: f32) -> (f64, [f64; DEPTHS]) {
-        #[cfg(target_arch = "x86_64")]
-        if fast_path() {
-            // SAFETY: AVX2 and FMA are present (`fast_path`).
-            return unsafe { avx2::mass_profile(x, m, &MEDIAN_DEPTHS.map(|d| -d)) };
-        }
-        mass_profile_body::<Plain>(x, m)
+    dispatch! {
+        /// `Σ e` and, for each of `MEDIAN_DEPTHS`, the mass of the entries within it.
+        fn mass_profile(x: &[f32], m: f32) -> (f64, [f64; DEPTHS]) = avx2::mass_profile | mass_profile_body;
     }
 
     #[inline(always)]
@@ -704,14 +706,9 @@ pub(crate) mod kernel {
         }
     }
 
-    /// Applies the curve with pivot `c` (in `knee`) to `x` in place.
-    pub(crate) fn transform(x: &mut [f32], knee: &Knee, shape: ToeShape) {
-        #[cfg(target_arch = "x86_64")]
-        if fast_path() {
-            // SAFETY: AVX2 and FMA are present (`fast_path`).
-            return unsafe { avx2::transform(x, knee, shape) };
-        }
-        transform_body::<Plain>(x, knee, shape)
+    dispatch! {
+        /// Applies the curve with pivot `c` (in `knee`) to `x` in place.
+        fn transform(x: &mut [f32], knee: &Knee, shape: ToeShape) -> () = avx2::transform | transform_body;
     }
 
     #[inline(always)]

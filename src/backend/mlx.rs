@@ -88,11 +88,9 @@ fn apply_f32(curve: &HlgCurve, x: &Array) -> Result<Array> {
 
 /// The pivot per row, `[B, 1]`.
 fn pivot(curve: &HlgCurve, x: &Array, finite: &Array, m: &Array) -> Result<Array> {
-    let offset = match curve.pivot() {
-        Pivot::Top { offset } => return ops::subtract(m, s(offset)),
-        _ => 0.0,
-    };
-    debug_assert_eq!(offset, 0.0);
+    if let Pivot::Top { offset } = curve.pivot() {
+        return ops::subtract(m, s(offset));
+    }
     let t = ops::select(finite, ops::subtract(x, m)?, s(0.0))?;
     let e = ops::select(finite, ops::exp(&t)?, s(0.0))?;
     let total = ops::sum_axis(&e, -1, true)?;

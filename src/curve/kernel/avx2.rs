@@ -15,14 +15,13 @@
 
 use std::arch::x86_64::*;
 
-
-use super::{chunk, shoulder, ExpToe, Knee, LogToe, QuadraticToe, BLOCK, CHUNK, DEPTHS, LANES};
+use super::{chunk, shoulder, ExpToe, Knee, LogToe, QuadraticToe, BLOCK, CHUNK, DEPTHS, LANES, MEDIAN_DEPTHS};
 use crate::curve::ToeShape;
 use crate::fastmath::{v8, Fused};
 use v8::{each, splat, Vn};
 
-/// Vectors computed together (see [`Vn`]).
-const WAYS: usize = 2;
+/// Vectors computed together (the length of [`Vn`]).
+const WAYS: usize = std::mem::size_of::<Vn>() / std::mem::size_of::<__m256>();
 
 /// The knee's constants, one per lane.
 struct KneeV {
@@ -189,8 +188,8 @@ pub(super) unsafe fn weighted_sums(x: &[f32], m: f32) -> (f64, f64) {
     let (mut se, mut set) = (_mm256_setzero_pd(), _mm256_setzero_pd());
     for block in x.chunks(BLOCK) {
         let (mut ae, mut aet) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-        for i in (0..block.len()).step_by(2 * LANES) {
-            let (e, t) = weight([load_padded(block, i), load_padded(block, i + LANES)], mv);
+        for i in (0..block.len()).step_by(WAYS * LANES) {
+            let (e, t) = weight(each!(|j| load_padded(block, i + j * LANES)), mv);
             ae = _mm256_add_ps(ae, _mm256_add_ps(e[0], e[1]));
             aet = _mm256_fmadd_ps(e[1], t[1], _mm256_fmadd_ps(e[0], t[0], aet));
         }
@@ -200,18 +199,18 @@ pub(super) unsafe fn weighted_sums(x: &[f32], m: f32) -> (f64, f64) {
     (hsum(se), hsum(set))
 }
 
-/// `Σ e` and, for each depth, `Σ e` over the entries with `t ≥ −depth`.
+/// `Σ e` and, for each of `MEDIAN_DEPTHS`, `Σ e` over the entries with `t ≥ −depth`.
 #[target_feature(enable = "avx2,fma")]
-pub(super) unsafe fn mass_profile(x: &[f32], m: f32, neg_depths: &[f32; DEPTHS]) -> (f64, [f64; DEPTHS]) {
+pub(super) unsafe fn mass_profile(x: &[f32], m: f32) -> (f64, [f64; DEPTHS]) {
     let mv = splat(m);
-    let thresholds = neg_depths.map(|nd| splat(nd));
+    let thresholds = MEDIAN_DEPTHS.map(|d| splat(-d));
     let mut total = _mm256_setzero_pd();
     let mut within = [_mm256_setzero_pd(); DEPTHS];
     for block in x.chunks(BLOCK) {
         let mut bt = _mm256_setzero_ps();
         let mut bw = [_mm256_setzero_ps(); DEPTHS];
-        for i in (0..block.len()).step_by(2 * LANES) {
-            let (e, t) = weight([load_padded(block, i), load_padded(block, i + LANES)], mv);
+        for i in (0..block.len()).step_by(WAYS * LANES) {
+            let (e, t) = weight(each!(|j| load_padded(block, i + j * LANES)), mv);
             bt = _mm256_add_ps(bt, _mm256_add_ps(e[0], e[1]));
             for (w, th) in bw.iter_mut().zip(&thresholds) {
                 let a = _mm256_and_ps(e[0], _mm256_cmp_ps::<_CMP_GE_OQ>(t[0], *th));
@@ -373,8 +372,7 @@ mod tests {
         let (ge, get) = super::super::weighted_sums_body::<fastmath::Plain>(&x, m);
         assert!((se - ge).abs() <= 1e-6 * ge, "{se} vs {ge}");
         assert!((set - get).abs() <= 1e-6 * get.abs(), "{set} vs {get}");
-        let nd = super::super::MEDIAN_DEPTHS.map(|d| -d);
-        let (tot, within) = unsafe { mass_profile(&x, m, &nd) };
+        let (tot, within) = unsafe { mass_profile(&x, m) };
         let (gtot, gwithin) = super::super::mass_profile_body::<fastmath::Plain>(&x, m);
         assert!((tot - gtot).abs() <= 1e-6 * gtot);
         for (a, b) in within.iter().zip(gwithin) {
