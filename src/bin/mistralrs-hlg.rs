@@ -116,6 +116,7 @@ struct CurveArgs {
 }
 
 /// The config file: serve's options and the HLG flags, as TOML.
+#[derive(Default)]
 struct FileConfig {
     model: Option<String>,
     gguf_file: Option<String>,
@@ -129,7 +130,7 @@ fn read_config(path: &PathBuf) -> anyhow::Result<FileConfig> {
     use serde::Deserialize;
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let table: toml::Table = text.parse().with_context(|| format!("parsing {}", path.display()))?;
-    let mut cfg = FileConfig { model: None, gguf_file: None, host: None, port: None, hlg_backend: None, hlg: vec![] };
+    let mut cfg = FileConfig::default();
     for (key, value) in table {
         let text = || value.as_str().map(str::to_string).with_context(|| format!("{}: `{key}` must be a string", path.display()));
         match key.as_str() {
@@ -161,7 +162,7 @@ fn read_config(path: &PathBuf) -> anyhow::Result<FileConfig> {
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let file = match &args.config {
         Some(p) => read_config(p)?,
-        None => FileConfig { model: None, gguf_file: None, host: None, port: None, hlg_backend: None, hlg: vec![] },
+        None => FileConfig::default(),
     };
     // Flags over the file: the file's pairs first, so a flag's `set` overwrites them.
     let defaults = server::defaults_from_flags(file.hlg.into_iter().chain(args.hlg.pairs())).map_err(anyhow::Error::msg)?;
