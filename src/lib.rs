@@ -25,7 +25,7 @@
 //! | *(none)* | [`HlgCurve`], [`HlgConfig`]: the math and the request object; no tensor or engine dependency |
 //! | `candle` | [`backend::candle`]: the transform as candle ops on any device, `[V]` or `[B, V]` |
 //! | `mistralrs` | `processor`: the mistral.rs logits processor and request arming; `model`: the embedded default model |
-//! | `server` (default) | `server` and the `mistralrs-hlg` binary |
+//! | `server` (default) | `server`, `eval` (the evaluation) and the `mistralrs-hlg` binary |
 //!
 //! [mistral.rs]: https://github.com/EricLBuehler/mistral.rs
 
@@ -41,6 +41,8 @@ pub mod backend;
 pub mod model;
 #[cfg(feature = "mistralrs")]
 pub mod processor;
+#[cfg(feature = "server")]
+pub mod eval;
 #[cfg(feature = "server")]
 pub mod server;
 

@@ -4,9 +4,8 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
-use mistralrs_hlg::config::RawValue;
-use mistralrs_hlg::processor::Backend;
-use mistralrs_hlg::server::{self, load::ModelSource};
+use mistralrs_hlg::server::{self, load::ModelSource, HlgFlags, HlgServerOptions};
+use serde::Deserialize;
 use mistralrs_hlg::{HlgConfig, ToeShape};
 
 #[derive(Parser)]
@@ -24,43 +23,50 @@ enum Cmd {
     FetchModel,
     /// Print the curve g₁(z) for each toe shape as a table, or draw it as SVG.
     Curve(CurveArgs),
+    /// The evaluation (docs/RESULTS.md): logit capture, KL characterisation, ...
+    #[command(subcommand)]
+    Eval(EvalCmd),
 }
 
-/// The HLG engine flags; the same names are the keys of the config file.
-#[derive(Args, Default)]
-struct HlgFlags {
-    /// Turn HLG on for every sampled request that does not say otherwise.
-    #[arg(long = "hlg-sampling", value_name = "on|off")]
-    sampling: Option<String>,
-    /// Pivot mode.
-    #[arg(long = "hlg-pivot", value_name = "top|entropy|median")]
-    pivot: Option<String>,
-    /// Nats below the top token (pivot `top`), >= 0.
-    #[arg(long = "hlg-pivot-offset", value_name = "NATS")]
-    pivot_offset: Option<String>,
-    /// Half-width of the linear mid band in nats, >= 0, or `off`.
-    #[arg(long = "hlg-width", value_name = "NATS|off")]
-    width: Option<String>,
-    /// Shoulder rolloff in nats, or `off`.
-    #[arg(long = "hlg-shoulder", value_name = "NATS|off")]
-    shoulder: Option<String>,
-    /// Toe rolloff in nats, or `off`.
-    #[arg(long = "hlg-toe", value_name = "NATS|off")]
-    toe: Option<String>,
-    /// Toe shape.
-    #[arg(long = "hlg-toe-shape", value_name = "log|quadratic|exp")]
-    toe_shape: Option<String>,
+#[derive(Subcommand)]
+enum EvalCmd {
+    /// Generate from the open-ended prompt set on the model and record the logits the
+    /// processor sees (every `--every`-th step) into OUT/capture/.
+    Capture {
+        #[command(flatten)]
+        out: EvalOut,
+        /// A GGUF file (the embedded model when omitted).
+        #[arg(long)]
+        model: Option<PathBuf>,
+        /// Tokens generated per prompt.
+        #[arg(long, default_value_t = 48)]
+        max_tokens: usize,
+        /// Keep every N-th position.
+        #[arg(long, default_value_t = 4)]
+        every: usize,
+        /// Sampling temperature of the generations.
+        #[arg(long, default_value_t = 1.0)]
+        temperature: f64,
+    },
+    /// KL(temperature ‖ HLG), entropy, top-token mass and tail mass for every knob and
+    /// toe shape over the captured logits: OUT/kl.json, OUT/kl.md, OUT/kl-<knob>.svg.
+    Kl {
+        #[command(flatten)]
+        out: EvalOut,
+        /// The temperature (mid gain) the measures are taken at.
+        #[arg(long, default_value_t = 1.0)]
+        temperature: f64,
+        /// The other knobs' values while one is swept (the built-in defaults otherwise).
+        #[command(flatten)]
+        hlg: HlgFlags,
+    },
 }
 
-impl HlgFlags {
-    fn pairs(&self) -> Vec<(&'static str, RawValue)> {
-        let vals = [&self.sampling, &self.pivot, &self.pivot_offset, &self.width, &self.shoulder, &self.toe, &self.toe_shape];
-        server::FLAGS
-            .iter()
-            .zip(vals)
-            .filter_map(|((flag, _), v)| v.as_deref().map(|v| (*flag, RawValue::from_flag(v))))
-            .collect()
-    }
+#[derive(Args)]
+struct EvalOut {
+    /// The directory every output goes under.
+    #[arg(long, default_value = "eval-out")]
+    out: PathBuf,
 }
 
 #[derive(Args)]
@@ -84,17 +90,8 @@ struct ServeArgs {
     /// Use the best available accelerator instead of the CPU.
     #[arg(long)]
     no_cpu: bool,
-    /// How `n > 1` is served: `split` runs n single-choice generations one after another
-    /// (the default: mistral.rs 0.8.1 corrupts the choices of a batched request on the
-    /// CPU, see docs/NOTES.md); `batched` passes the request through as upstream does.
-    #[arg(long, value_name = "split|batched", default_value = "split", value_parser = ["split", "batched"])]
-    n_choices: String,
-    /// Where the curve runs: `kernel` (the slice kernel, the default) or `mlx` (mlx-rs
-    /// ops on MLX's default device; needs a build with `--features mlx`, see the README).
-    #[arg(long, value_name = "kernel|mlx")]
-    hlg_backend: Option<String>,
     #[command(flatten)]
-    hlg: HlgFlags,
+    hlg: HlgServerOptions,
 }
 
 #[derive(Args)]
@@ -115,48 +112,37 @@ struct CurveArgs {
     svg: Option<PathBuf>,
 }
 
-/// The config file: serve's options and the HLG flags, as TOML.
-#[derive(Default)]
+/// The config file: serve's options and the HLG options, as TOML, keys as the flags
+/// (`port = 8080`, `hlg-toe = 3.0`).
+#[derive(Deserialize, Default, Debug)]
+#[serde(rename_all = "kebab-case")]
 struct FileConfig {
     model: Option<String>,
     gguf_file: Option<String>,
     host: Option<String>,
     port: Option<u16>,
-    hlg_backend: Option<String>,
-    hlg: Vec<(&'static str, RawValue)>,
+    #[serde(flatten)]
+    hlg: HlgServerOptions,
+}
+
+/// The keys [`FileConfig`] reads (serde cannot reject unknown keys next to a flatten).
+fn known_key(key: &str) -> bool {
+    let key = key.replace('_', "-");
+    ["model", "gguf-file", "host", "port", "hlg-backend", "hlg-n-choices"].contains(&key.as_str())
+        || server::FLAGS.iter().any(|(flag, _)| *flag == key)
+}
+
+fn parse_config(text: &str) -> anyhow::Result<FileConfig> {
+    let table: toml::Table = text.parse()?;
+    if let Some(key) = table.keys().find(|k| !known_key(k)) {
+        bail!("unknown key `{key}`");
+    }
+    Ok(FileConfig::deserialize(toml::Value::Table(table))?)
 }
 
 fn read_config(path: &PathBuf) -> anyhow::Result<FileConfig> {
-    use serde::Deserialize;
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let table: toml::Table = text.parse().with_context(|| format!("parsing {}", path.display()))?;
-    let mut cfg = FileConfig::default();
-    for (key, value) in table {
-        let text = || value.as_str().map(str::to_string).with_context(|| format!("{}: `{key}` must be a string", path.display()));
-        match key.as_str() {
-            "model" => cfg.model = Some(text()?),
-            "gguf-file" => cfg.gguf_file = Some(text()?),
-            "host" => cfg.host = Some(text()?),
-            "hlg-backend" => cfg.hlg_backend = Some(text()?),
-            "port" => {
-                let p = value.as_integer().and_then(|p| u16::try_from(p).ok());
-                cfg.port = Some(p.with_context(|| format!("{}: `port` must be an integer 0..=65535", path.display()))?);
-            }
-            _ => {
-                let Some((flag, _)) = server::FLAGS.iter().find(|(f, _)| *f == key) else {
-                    bail!("{}: unknown key `{key}`", path.display());
-                };
-                // "on"/"off" and numbers as strings read like flags; TOML numbers and
-                // booleans as themselves.
-                let raw = match &value {
-                    toml::Value::String(s) => RawValue::from_flag(s),
-                    v => RawValue::deserialize(v.clone()).with_context(|| format!("{}: `{key}`", path.display()))?,
-                };
-                cfg.hlg.push((flag, raw));
-            }
-        }
-    }
-    Ok(cfg)
+    parse_config(&text).with_context(|| format!("in {}", path.display()))
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
@@ -164,9 +150,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         Some(p) => read_config(p)?,
         None => FileConfig::default(),
     };
-    // Flags over the file: the file's pairs first, so a flag's `set` overwrites them.
-    let defaults = server::defaults_from_flags(file.hlg.into_iter().chain(args.hlg.pairs())).map_err(anyhow::Error::msg)?;
-    let backend = Backend::parse(args.hlg_backend.or(file.hlg_backend).as_deref().unwrap_or("kernel")).map_err(anyhow::Error::msg)?;
+    // Flags over the file; every value is checked before the model loads.
+    let hlg = args.hlg.over(&file.hlg);
+    hlg.flags.defaults().map_err(anyhow::Error::msg)?;
+    hlg.backend().map_err(anyhow::Error::msg)?;
+    hlg.choices().map_err(anyhow::Error::msg)?;
     let gguf_file = args.gguf_file.or(file.gguf_file);
     let source = match args.model.or(file.model) {
         Some(m) => ModelSource::resolve(&m, gguf_file.as_deref())?,
@@ -175,16 +163,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             ModelSource::resolve(&path.to_string_lossy(), None)?
         }
     };
-    tracing::info!(?source, ?backend, hlg = %serde_json::to_string(&defaults.resolved(false))?, "starting");
+    tracing::info!(?source, "starting");
     let mistralrs = server::load::load(&source, !args.no_cpu).await?;
-    let choices = if args.n_choices == "batched" { server::Choices::Batched } else { server::Choices::Split };
-    let router = server::router_with_backend(mistralrs, defaults, choices, backend).await?;
+    let router = hlg.router(mistralrs).await?;
     let host = args.host.or(file.host).unwrap_or_else(|| "127.0.0.1".into());
     server::serve(router, &host, args.port.or(file.port).unwrap_or(1234)).await
 }
 
 fn curve(args: CurveArgs) -> anyhow::Result<()> {
-    let cfg: HlgConfig = server::defaults_from_flags(args.hlg.pairs()).map_err(anyhow::Error::msg)?;
+    let cfg: HlgConfig = args.hlg.defaults().map_err(anyhow::Error::msg)?;
     if args.step <= 0.0 || args.to <= args.from {
         bail!("--step must be > 0 and --to greater than --from");
     }
@@ -237,6 +224,91 @@ fn svg(zs: &[f64], curves: &[(&str, Vec<f64>)]) -> String {
     s
 }
 
+fn progress(total: usize, what: &str) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(total as u64);
+    bar.set_style(indicatif::ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} {elapsed_precise} (eta {eta})").unwrap().progress_chars("=> "));
+    bar.set_message(what.to_string());
+    bar
+}
+
+fn eval(cmd: EvalCmd) -> anyhow::Result<()> {
+    use mistralrs_hlg::eval::{capture, kl, plot, prompts};
+    match cmd {
+        EvalCmd::Capture { out, model, max_tokens, every, temperature } => {
+            let config = capture::CaptureConfig { max_tokens, every, temperature };
+            let prompts = prompts::OPEN_ENDED;
+            let c = tokio::runtime::Runtime::new()?.block_on(async {
+                let m = capture::load_model(model.as_deref()).await?;
+                let bar = progress(prompts.len(), "capture");
+                let c = capture::capture(&m, &prompts, &config, |i| bar.set_position(i as u64)).await;
+                bar.finish();
+                c
+            })?;
+            let dir = out.out.join("capture");
+            c.save(&dir)?;
+            eprintln!("{} positions × {} entries from {} prompts → {}", c.rows.len(), c.vocab, prompts.len(), dir.display());
+            Ok(())
+        }
+        EvalCmd::Kl { out, temperature, hlg } => {
+            if !(temperature > 0.0 && temperature.is_finite()) {
+                bail!("--temperature must be a finite number > 0, got {temperature}");
+            }
+            let base = hlg.defaults().map_err(anyhow::Error::msg)?;
+            let c = capture::Capture::load(&out.out.join("capture"))?;
+            let bar = progress(0, "kl");
+            let report = kl::characterise(&c, &base, temperature, 2, |done, total| {
+                bar.set_length(total as u64);
+                bar.set_position(done as u64);
+            })?;
+            bar.finish();
+            std::fs::write(out.out.join("kl.json"), serde_json::to_string_pretty(&report)?)?;
+            std::fs::write(out.out.join("kl.md"), kl_table(&report))?;
+            let colors = ["#1f77b4", "#d62728", "#2ca02c"];
+            for (knob, points) in &report.sweeps {
+                let xs: Vec<String> = points.iter().filter(|p| p.toe_shape == "log").map(|p| p.value.clone()).collect();
+                let measure = |title: &str, f: fn(&mistralrs_hlg::eval::metrics::Stats) -> f64, with_ref: bool| plot::Panel {
+                    title: title.to_string(),
+                    xs: xs.clone(),
+                    series: ToeShape::ALL
+                        .iter()
+                        .enumerate()
+                        .map(|(i, s)| plot::Series {
+                            name: s.name(),
+                            color: colors[i],
+                            ys: points.iter().filter(|p| p.toe_shape == s.name()).map(|p| Some(f(&p.mean))).collect(),
+                        })
+                        .collect(),
+                    reference: with_ref.then(|| (f(&report.temperature_only), "temperature")),
+                };
+                let panels = [
+                    measure("KL(temperature ‖ HLG), nats", |s| s.kl, false),
+                    measure("entropy, nats", |s| s.entropy, true),
+                    measure("top-token mass", |s| s.top_mass, true),
+                    measure("tail mass (base p < 1e-4)", |s| s.tail_mass, true),
+                ];
+                let title = format!("{knob} (others at their defaults), T = {temperature}, {} positions", report.positions);
+                std::fs::write(out.out.join(format!("kl-{knob}.svg")), plot::grid(&title, &panels, 2))?;
+            }
+            eprintln!("{} → {}", "kl.json, kl.md, kl-<knob>.svg", out.out.display());
+            Ok(())
+        }
+    }
+}
+
+/// The characterisation as a Markdown table.
+fn kl_table(r: &mistralrs_hlg::eval::kl::Report) -> String {
+    let t = &r.temperature_only;
+    let mut s = format!("T = {}, {} positions. Temperature only: entropy {:.3}, top mass {:.3}, tail mass {:.2e}.\n\n", r.temperature, r.positions, t.entropy, t.top_mass, t.tail_mass);
+    s += "| knob | value | toe shape | KL | entropy | top mass | tail mass |\n| --- | --- | --- | --- | --- | --- | --- |\n";
+    for (knob, points) in &r.sweeps {
+        for p in points {
+            let m = &p.mean;
+            s += &format!("| {knob} | {} | {} | {:.4} | {:.3} | {:.3} | {:.2e} |\n", p.value, p.toe_shape, m.kl, m.entropy, m.top_mass, m.tail_mass);
+        }
+    }
+    s
+}
+
 fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
@@ -248,5 +320,48 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Cmd::Curve(args) => curve(args),
+        Cmd::Eval(cmd) => eval(cmd),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mistralrs_hlg::config::RawValue;
+
+    #[test]
+    fn config_file_sets_serve_options_and_flags_win() {
+        let file = parse_config("model = \"m.gguf\"\nport = 8080\nhlg-sampling = \"on\"\nhlg-toe = 2\nhlg-n-choices = \"batched\"").unwrap();
+        assert_eq!((file.model.as_deref(), file.port), (Some("m.gguf"), Some(8080)));
+        let args = ServeArgs::try_parse_from(["serve", "--hlg-toe", "5", "--hlg-width", "off"]).unwrap();
+        let hlg = args.hlg.over(&file.hlg);
+        let cfg = hlg.flags.defaults().unwrap();
+        assert_eq!(cfg.enabled(), Some(true));
+        assert_eq!((cfg.curve().toe(), cfg.curve().width()), (Some(5.0), None));
+        assert_eq!(hlg.choices(), Ok(server::Choices::Batched));
+        assert_eq!(hlg.flags.toe, Some(RawValue::Number(5.0)));
+    }
+
+    #[test]
+    fn config_file_errors_name_the_key() {
+        let e = parse_config("hlg-tow = 2").unwrap_err();
+        assert_eq!(e.to_string(), "unknown key `hlg-tow`");
+        let e = parse_config("port = 70000").unwrap_err();
+        assert!(e.to_string().contains("port"), "{e}");
+        let file = parse_config("hlg-width = -1").unwrap();
+        assert_eq!(file.hlg.flags.defaults().unwrap_err(), r#"--hlg-width: `hlg.width` must be a number >= 0 or "off", got -1"#);
+    }
+
+    /// The flags parse on the subcommand as a user types them.
+    #[derive(Parser)]
+    struct ServeOnly {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+
+    impl ServeArgs {
+        fn try_parse_from<const N: usize>(argv: [&str; N]) -> Result<ServeArgs, clap::Error> {
+            ServeOnly::try_parse_from(argv).map(|s| s.serve)
+        }
     }
 }

@@ -29,6 +29,9 @@ use crate::HlgError;
 
 mod choices;
 pub mod load;
+mod options;
+
+pub use options::{HlgFlags, HlgServerOptions};
 
 /// The engine flags and config-file keys, with the `hlg` field each one sets.
 pub const FLAGS: [(&str, &str); 7] = [

@@ -1,0 +1,274 @@
+//! Upstream's own `mistralrs serve` with the series of `patches/mistralrs-cli-0.8.1`
+//! against the same crate unpatched, on the embedded model, over real sockets.
+//!
+//! Needs the two binaries of `patches/apply.sh` and `patches/apply.sh --upstream` in
+//! `MISTRALRS_HLG_PATCHED_CLI` and `MISTRALRS_HLG_UPSTREAM_CLI`: `scripts/test-cli` builds
+//! them and runs these tests (ignored otherwise: the binaries are a separate build of
+//! mistral.rs, ~40 min the first time on 2 cores, which does not fit in CI beside ours).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use mistralrs_hlg_integration_tests::{chat, texts, PROMPTS};
+use serde_json::{json, Value};
+
+/// A `mistralrs` server process on a free port of 127.0.0.1, stopped (by its own handle)
+/// when dropped.
+struct Server {
+    child: Child,
+    base: String,
+    log: PathBuf,
+}
+
+fn binary(var: &str) -> PathBuf {
+    let p = std::env::var_os(var).unwrap_or_else(|| panic!("{var} is not set: run scripts/test-cli"));
+    let p = PathBuf::from(p);
+    assert!(p.is_file(), "{var}={} is not a file", p.display());
+    p
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// The embedded model as the CLI names it: its directory and file.
+fn model() -> (String, String) {
+    let gguf = mistralrs_hlg::model::ensure_default_model().expect("fetching the embedded model");
+    (gguf.parent().unwrap().to_string_lossy().into_owned(), gguf.file_name().unwrap().to_string_lossy().into_owned())
+}
+
+impl Server {
+    /// `bin serve` on the embedded model with `extra` server options.
+    async fn serve(bin: &Path, extra: &[&str]) -> Server {
+        let port = free_port().to_string();
+        let (dir, file) = model();
+        let mut args = vec!["--token-source", "none", "serve", "--host", "127.0.0.1", "-p", &port];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["text", "-m", &dir, "--format", "gguf", "-f", &file, "--cpu"]);
+        Server::spawn(bin, &args, port.clone()).await
+    }
+
+    /// `bin from-config FILE` where FILE holds `toml`.
+    async fn from_config(bin: &Path, toml: impl Fn(&str, &str, &str) -> String) -> Server {
+        let port = free_port().to_string();
+        let (dir, file) = model();
+        let path = std::env::temp_dir().join(format!("mistralrs-hlg-cli-{}-{port}.toml", std::process::id()));
+        std::fs::write(&path, toml(&port, &dir, &file)).unwrap();
+        Server::spawn(bin, &["from-config", "-f", path.to_str().unwrap()], port).await
+    }
+
+    async fn spawn(bin: &Path, args: &[&str], port: String) -> Server {
+        let log = std::env::temp_dir().join(format!("mistralrs-hlg-cli-{}-{port}.log", std::process::id()));
+        let out = std::fs::File::create(&log).unwrap();
+        let child = Command::new(bin)
+            .args(args)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
+        let mut server = Server { child, base: format!("http://127.0.0.1:{port}"), log };
+        server.wait_ready().await;
+        server
+    }
+
+    async fn wait_ready(&mut self) {
+        let start = Instant::now();
+        let client = reqwest::Client::new();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!("the server exited ({status}) before it was ready:\n{}", self.log_text());
+            }
+            if let Ok(r) = client.get(format!("{}/v1/models", self.base)).send().await {
+                if r.status() == 200 {
+                    return;
+                }
+            }
+            assert!(start.elapsed() < Duration::from_secs(180), "the server was not ready in 180 s:\n{}", self.log_text());
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    async fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+        let r = reqwest::Client::new()
+            .post(format!("{}{path}", self.base))
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        let text = r.text().await.unwrap();
+        (status, serde_json::from_str(&text).unwrap_or_else(|_| Value::String(text)))
+    }
+
+    async fn post_ok(&self, path: &str, body: &Value) -> Value {
+        let (status, v) = self.post(path, body).await;
+        assert_eq!(status, 200, "{path}: {v}");
+        v
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.log);
+    }
+}
+
+/// The same requests, one after another, on a fresh server: greedy and sampled chat,
+/// sampled text completion, greedy `n = 2`. Returns every choice's text and finish reason.
+async fn transcript(s: &Server) -> Vec<(String, String)> {
+    let mut bodies: Vec<(&str, Value)> = vec![];
+    for p in PROMPTS {
+        bodies.push(("/v1/chat/completions", chat(p, 24, json!({"temperature": 0.0}))));
+        bodies.push(("/v1/chat/completions", chat(p, 24, json!({"temperature": 0.9}))));
+    }
+    bodies.push(("/v1/completions", json!({"model": "default", "prompt": "Once upon a time", "max_tokens": 24, "temperature": 1.0})));
+    bodies.push(("/v1/chat/completions", chat(PROMPTS[0], 12, json!({"temperature": 0.0, "n": 2}))));
+    let mut out = vec![];
+    for (path, body) in bodies {
+        let v = s.post_ok(path, &body).await;
+        let reasons = v["choices"].as_array().unwrap().iter().map(|c| c["finish_reason"].to_string());
+        out.extend(texts(&v).into_iter().zip(reasons));
+    }
+    out
+}
+
+/// An HLG setting that leaves only the top token any mass: a toe of 1e-3 nats with the
+/// exp shape from the top token down. Sampling with it must reproduce greedy decoding.
+fn hard_toe() -> Value {
+    json!({"pivot": "top", "pivot_offset": 0.0, "width": 0.0, "shoulder": "off", "toe": 0.001, "toe_shape": "exp"})
+}
+
+async fn greedy_and_sampled(s: &Server, extra: Value) -> (Vec<String>, Vec<String>, Vec<String>) {
+    let (mut greedy, mut plain, mut with) = (vec![], vec![], vec![]);
+    for p in PROMPTS {
+        greedy.extend(texts(&s.post_ok("/v1/chat/completions", &chat(p, 24, json!({"temperature": 0.0}))).await));
+        plain.extend(texts(&s.post_ok("/v1/chat/completions", &chat(p, 24, json!({"temperature": 1.0, "hlg": false}))).await));
+        let mut body = chat(p, 24, json!({"temperature": 1.0}));
+        if !extra.is_null() {
+            body["hlg"] = extra.clone();
+        }
+        with.extend(texts(&s.post_ok("/v1/chat/completions", &body).await));
+    }
+    (greedy, plain, with)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs the binaries of patches/apply.sh: run scripts/test-cli"]
+async fn flag_off_serves_what_upstream_serves() {
+    let upstream = {
+        let s = Server::serve(&binary("MISTRALRS_HLG_UPSTREAM_CLI"), &[]).await;
+        transcript(&s).await
+    };
+    let patched_default = {
+        let s = Server::serve(&binary("MISTRALRS_HLG_PATCHED_CLI"), &[]).await;
+        transcript(&s).await
+    };
+    let patched_off = {
+        let s = Server::serve(&binary("MISTRALRS_HLG_PATCHED_CLI"), &["--hlg-sampling", "off", "--hlg-toe", "2"]).await;
+        transcript(&s).await
+    };
+    assert_eq!(upstream.len(), 10);
+    assert!(upstream.iter().all(|(t, _)| !t.is_empty()), "{upstream:?}");
+    assert_eq!(patched_default, upstream);
+    assert_eq!(patched_off, upstream);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs the binaries of patches/apply.sh: run scripts/test-cli"]
+async fn hlg_on_a_request_takes_effect_and_a_bad_one_is_a_400() {
+    let s = Server::serve(&binary("MISTRALRS_HLG_PATCHED_CLI"), &[]).await;
+    let (greedy, plain, with) = greedy_and_sampled(&s, hard_toe()).await;
+    // The hard toe turns sampling at T = 1 into greedy decoding; without it T = 1 samples.
+    assert_eq!(with, greedy);
+    assert_ne!(plain, greedy);
+
+    // `/v1/completions` takes the field too.
+    let body = |hlg: Value| json!({"model": "default", "prompt": "The capital of France is", "max_tokens": 16, "temperature": 1.0, "hlg": hlg});
+    let greedy = s.post_ok("/v1/completions", &json!({"model": "default", "prompt": "The capital of France is", "max_tokens": 16, "temperature": 0.0})).await;
+    assert_eq!(texts(&s.post_ok("/v1/completions", &body(hard_toe())).await), texts(&greedy));
+
+    for (hlg, param) in [
+        (json!({"toe": -2}), "hlg.toe"),
+        (json!({"width": "wide"}), "hlg.width"),
+        (json!({"toe_shape": "cubic"}), "hlg.toe_shape"),
+        (json!({"tow": 1}), "hlg"),
+    ] {
+        let (status, v) = s.post("/v1/chat/completions", &chat("Hi", 4, json!({"hlg": hlg}))).await;
+        assert_eq!(status, 400, "{hlg}: {v}");
+        assert_eq!(v["error"]["param"], param, "{v}");
+        let (status, v) = s.post("/v1/completions", &json!({"model": "default", "prompt": "Hi", "max_tokens": 4, "hlg": hlg})).await;
+        assert_eq!(status, 400, "{hlg}: {v}");
+        assert_eq!(v["error"]["param"], param, "{v}");
+    }
+    // The server keeps serving.
+    let v = s.post_ok("/v1/chat/completions", &chat("Name a colour.", 4, json!({}))).await;
+    assert_eq!(texts(&v).len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs the binaries of patches/apply.sh: run scripts/test-cli"]
+async fn flags_and_from_config_turn_hlg_on() {
+    let bin = binary("MISTRALRS_HLG_PATCHED_CLI");
+    let flags = ["--hlg-sampling", "on", "--hlg-pivot-offset", "0", "--hlg-width", "0", "--hlg-shoulder", "off", "--hlg-toe", "0.001", "--hlg-toe-shape", "exp"];
+    {
+        let s = Server::serve(&bin, &flags).await;
+        let (greedy, plain, with) = greedy_and_sampled(&s, Value::Null).await;
+        assert_eq!(with, greedy, "--hlg-sampling on applies to requests without `hlg`");
+        assert_ne!(plain, greedy, "`hlg: false` turns it off for one request");
+    }
+    {
+        let s = Server::from_config(&bin, |port, dir, file| {
+            format!(
+                r#"command = "serve"
+
+[global]
+token_source = "none"
+
+[server]
+host = "127.0.0.1"
+port = {port}
+hlg-sampling = "on"
+hlg-pivot-offset = 0
+hlg-width = 0
+hlg-shoulder = "off"
+hlg_toe = 0.001
+hlg-toe-shape = "exp"
+
+[[models]]
+kind = "text"
+model_id = "{dir}"
+
+[models.format]
+format = "gguf"
+quantized_file = "{file}"
+
+[models.device]
+cpu = true
+"#
+            )
+        })
+        .await;
+        let (greedy, plain, with) = greedy_and_sampled(&s, Value::Null).await;
+        assert_eq!(with, greedy, "hlg-sampling = \"on\" in the [server] table");
+        assert_ne!(plain, greedy);
+    }
+    // A bad flag stops the server before it serves, naming the flag and the range.
+    let out = Command::new(&bin)
+        .args(["--token-source", "none", "serve", "--host", "127.0.0.1", "-p", &free_port().to_string(), "--hlg-toe", "-2"])
+        .args(["text", "-m", &model().0, "--format", "gguf", "-f", &model().1, "--cpu"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(r#"--hlg-toe: `hlg.toe` must be a number >= 1e-6 or "off", got -2"#), "{err}");
+}

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Builds upstream's `mistralrs` binary (crate mistralrs-cli, pinned below) with HLG linked
+# in by the series in patches/mistralrs-cli-<version>/, and prints the binary's path.
+#
+#   patches/apply.sh            unpack, patch, build (release; ~40 min the first time on
+#                               2 cores: it is a separate build of mistral.rs)
+#   patches/apply.sh --check    only verify that the series applies cleanly (seconds)
+#   patches/apply.sh --upstream build the same crate unpatched, with the same lock file:
+#                               the reference the patched binary is compared with
+#
+# The crate comes from the cargo registry cache, or from crates.io (checked against the
+# pinned sha256). It is unpacked under $MISTRALRS_HLG_CLI_DIR (default
+# ~/.cache/mistralrs-hlg/cli) beside a link named `mistralrs-hlg` to this repository,
+# which the series' path dependency points at, and built with its own Cargo.lock (the
+# one upstream published, plus this crate) into $MISTRALRS_HLG_CLI_TARGET_DIR (default
+# ~/.cache/mistralrs-hlg/cli-target; not $CARGO_TARGET_DIR, which holds the workspace's
+# own build with other versions of the same crates). Bumping upstream: see "Upstream bumps" in the README.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+
+version=0.8.1
+sha256=26bc2a0267ea22fa09eb61c6e78257f58d2704671c9666527ccb91a29275939c
+
+mode=patched
+case "${1:-}" in
+  "") ;;
+  --check) mode=check ;;
+  --upstream) mode=upstream ;;
+  *) echo "usage: patches/apply.sh [--check | --upstream]" >&2; exit 2 ;;
+esac
+
+series="$root/patches/mistralrs-cli-$version"
+base=${MISTRALRS_HLG_CLI_DIR:-$HOME/.cache/mistralrs-hlg/cli}
+mkdir -p "$base"
+
+# The pinned crate: the registry cache if cargo has it, else a checked download.
+crate=$(ls "${CARGO_HOME:-$HOME/.cargo}"/registry/cache/*/mistralrs-cli-$version.crate 2>/dev/null | head -1 || true)
+if [[ -z "$crate" ]]; then
+  crate="$base/mistralrs-cli-$version.crate"
+  if [[ ! -f "$crate" ]]; then
+    curl -sSfL -o "$crate.part" "https://static.crates.io/crates/mistralrs-cli/mistralrs-cli-$version.crate"
+    mv "$crate.part" "$crate"
+  fi
+fi
+if [[ "$(sha256sum "$crate" | cut -d' ' -f1)" != "$sha256" ]]; then
+  echo "apply.sh: $crate does not have the pinned sha256 $sha256" >&2
+  exit 1
+fi
+
+unpack() { # DIR: a fresh copy of the crate in DIR
+  rm -rf "$1"
+  mkdir -p "$1"
+  tar -xzf "$crate" -C "$1" --strip-components=1
+}
+
+apply_series() { # DIR
+  local p
+  for p in "$series"/*.patch; do
+    if ! patch -d "$1" -p1 --forward --quiet --no-backup-if-mismatch < "$p"; then
+      echo "apply.sh: $(basename "$p") does not apply to mistralrs-cli $version (see \"Upstream bumps\" in the README)" >&2
+      exit 1
+    fi
+  done
+}
+
+if [[ $mode == check ]]; then
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+  unpack "$work/mistralrs-cli"
+  apply_series "$work/mistralrs-cli"
+  grep -q 'path = "../mistralrs-hlg"' "$work/mistralrs-cli/Cargo.toml" || { echo "apply.sh: the series does not link mistralrs-hlg" >&2; exit 1; }
+  echo "apply.sh: $(ls "$series"/*.patch | wc -l) patch(es) apply cleanly to mistralrs-cli $version" >&2
+  exit 0
+fi
+
+dir="$base/$mode"
+# Re-unpack only when the series (or the mode) changed: cargo fingerprints a path package
+# by its files' times, so a fresh copy would recompile the crate every time.
+stamp=$( { echo "$version $mode"; if [[ $mode == patched ]]; then cat "$series"/*.patch; fi; } | sha256sum | cut -d' ' -f1)
+if [[ ! -f "$dir/.hlg-series" || "$(cat "$dir/.hlg-series")" != "$stamp" ]]; then
+  unpack "$dir"
+  if [[ $mode == patched ]]; then apply_series "$dir"; fi
+  echo "$stamp" > "$dir/.hlg-series"
+fi
+ln -sfn "$root" "$base/mistralrs-hlg"
+
+export CARGO_TARGET_DIR=${MISTRALRS_HLG_CLI_TARGET_DIR:-$HOME/.cache/mistralrs-hlg/cli-target}
+# The upstream build is --locked to the published lock file; the patched one adds this
+# crate (and only what it needs) to that lock.
+locked=()
+[[ $mode == upstream ]] && locked=(--locked)
+(cd "$dir" && cargo build --release "${locked[@]}" --bin mistralrs >&2)
+bin="$CARGO_TARGET_DIR/release/mistralrs"
+# Both builds write target/release/mistralrs: keep each under its own name.
+cp "$bin" "$CARGO_TARGET_DIR/release/mistralrs-$mode"
+echo "$CARGO_TARGET_DIR/release/mistralrs-$mode"

@@ -1,0 +1,169 @@
+//! Logit capture: real generations on the model, recording the logits the processor sees
+//! (subsampled), so that knob sweeps run offline without the model.
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use anyhow::{ensure, Context};
+use candle_core::Tensor;
+use mistralrs::{RequestBuilder, TextMessageRole};
+use serde::{Deserialize, Serialize};
+
+/// How the capture runs.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct CaptureConfig {
+    /// Tokens generated per prompt.
+    pub max_tokens: usize,
+    /// Keep every `every`-th position (the first included).
+    pub every: usize,
+    /// Sampling temperature of the generations (plain temperature, no other filter).
+    pub temperature: f64,
+}
+
+impl Default for CaptureConfig {
+    fn default() -> Self {
+        CaptureConfig { max_tokens: 48, every: 4, temperature: 1.0 }
+    }
+}
+
+/// Where a captured row came from.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Row {
+    /// Index of the prompt in [`Capture::prompts`].
+    pub prompt: usize,
+    /// Generation step (0 = the first generated token).
+    pub step: usize,
+}
+
+/// Captured logits: `rows.len()` vectors of `vocab` entries, flat.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Capture {
+    /// The settings the capture ran with.
+    pub config: CaptureConfig,
+    /// Vocabulary size (entries per row).
+    pub vocab: usize,
+    /// The prompts, in order.
+    pub prompts: Vec<String>,
+    /// The generated texts, one per prompt.
+    pub texts: Vec<String>,
+    /// Where each row came from.
+    pub rows: Vec<Row>,
+    /// The logits, `rows.len() × vocab`, row-major (not in the JSON).
+    #[serde(skip)]
+    pub logits: Vec<f32>,
+}
+
+impl Capture {
+    /// Row `i`'s logits.
+    pub fn row(&self, i: usize) -> &[f32] {
+        &self.logits[i * self.vocab..(i + 1) * self.vocab]
+    }
+
+    /// Writes `capture.json` and `logits.f32` (little-endian) into `dir`.
+    pub fn save(&self, dir: &Path) -> anyhow::Result<()> {
+        std::fs::create_dir_all(dir)?;
+        std::fs::write(dir.join("capture.json"), serde_json::to_string_pretty(self)?)?;
+        let mut f = std::io::BufWriter::new(std::fs::File::create(dir.join("logits.f32"))?);
+        for v in &self.logits {
+            f.write_all(&v.to_le_bytes())?;
+        }
+        f.flush()?;
+        Ok(())
+    }
+
+    /// Reads what [`Capture::save`] wrote.
+    pub fn load(dir: &Path) -> anyhow::Result<Capture> {
+        let meta = dir.join("capture.json");
+        let text = std::fs::read_to_string(&meta).with_context(|| format!("reading {} (run `mistralrs-hlg eval capture` first)", meta.display()))?;
+        let mut c: Capture = serde_json::from_str(&text).with_context(|| format!("parsing {}", meta.display()))?;
+        let mut bytes = vec![];
+        std::fs::File::open(dir.join("logits.f32"))?.read_to_end(&mut bytes)?;
+        ensure!(bytes.len() == c.rows.len() * c.vocab * 4, "logits.f32 holds {} bytes, expected {} rows × {} × 4", bytes.len(), c.rows.len(), c.vocab);
+        c.logits = bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+        Ok(c)
+    }
+}
+
+/// Generates from each prompt, one request after another, and records the logits at
+/// every `every`-th step. `progress` is called after each prompt.
+pub async fn capture(model: &mistralrs::Model, prompts: &[&str], config: &CaptureConfig, mut progress: impl FnMut(usize)) -> anyhow::Result<Capture> {
+    ensure!(config.every >= 1 && config.max_tokens >= 1 && config.temperature > 0.0, "capture: every >= 1, max_tokens >= 1, temperature > 0");
+    let mut out = Capture { config: config.clone(), vocab: 0, prompts: prompts.iter().map(|p| p.to_string()).collect(), texts: vec![], rows: vec![], logits: vec![] };
+    for (pi, p) in prompts.iter().enumerate() {
+        let seen: Arc<Mutex<(usize, Vec<(usize, Vec<f32>)>)>> = Arc::default();
+        let sink = seen.clone();
+        let every = config.every;
+        let record = move |logits: &Tensor, _: &[u32]| {
+            let mut s = sink.lock().unwrap();
+            let step = s.0;
+            s.0 += 1;
+            if step % every == 0 {
+                s.1.push((step, logits.to_vec1::<f32>()?));
+            }
+            Ok(logits.clone())
+        };
+        let req = RequestBuilder::new()
+            .add_message(TextMessageRole::User, *p)
+            .set_sampler_max_len(config.max_tokens)
+            .set_sampler_temperature(config.temperature)
+            .set_sampler_topk(0)
+            .set_sampler_topp(1.0)
+            .set_sampler_minp(0.0)
+            .add_logits_processor(Arc::new(record));
+        let resp = model.send_chat_request(req).await?;
+        out.texts.push(resp.choices.first().and_then(|c| c.message.content.clone()).unwrap_or_default());
+        let rows = std::mem::take(&mut seen.lock().unwrap().1);
+        for (step, x) in rows {
+            if out.vocab == 0 {
+                out.vocab = x.len();
+            }
+            ensure!(x.len() == out.vocab, "row of {} entries, expected {}", x.len(), out.vocab);
+            out.rows.push(Row { prompt: pi, step });
+            out.logits.extend(x);
+        }
+        progress(pi + 1);
+    }
+    Ok(out)
+}
+
+/// The embedded model (or the GGUF at `path`) through mistral.rs's Rust API, on the CPU.
+pub async fn load_model(path: Option<&Path>) -> anyhow::Result<mistralrs::Model> {
+    let gguf = match path {
+        Some(p) => p.to_path_buf(),
+        None => crate::model::ensure_default_model()?,
+    };
+    let dir = gguf.parent().context("model path has no directory")?.to_string_lossy().into_owned();
+    let file = gguf.file_name().context("model path has no file name")?.to_string_lossy().into_owned();
+    mistralrs::GgufModelBuilder::new(dir, vec![file])
+        .with_token_source(mistralrs::TokenSource::None)
+        .with_force_cpu()
+        .build()
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn save_and_load_round_trip() {
+        let c = Capture {
+            config: CaptureConfig::default(),
+            vocab: 3,
+            prompts: vec!["a".into()],
+            texts: vec!["b".into()],
+            rows: vec![Row { prompt: 0, step: 0 }, Row { prompt: 0, step: 4 }],
+            logits: vec![1.0, -2.5, f32::NEG_INFINITY, 0.0, 3.25, -1e30],
+        };
+        let dir = std::env::temp_dir().join(format!("hlg-capture-test-{}", std::process::id()));
+        c.save(&dir).unwrap();
+        let back = Capture::load(&dir).unwrap();
+        assert_eq!(back.logits, c.logits);
+        assert_eq!((&back.rows, back.vocab, &back.config), (&c.rows, 3, &c.config));
+        assert_eq!(back.row(1), &[0.0, 3.25, -1e30]);
+        std::fs::write(dir.join("logits.f32"), [0u8; 8]).unwrap();
+        assert!(Capture::load(&dir).unwrap_err().to_string().contains("expected 2 rows"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,124 @@
+//! KL characterisation: one knob at a time from the defaults, every toe shape, the
+//! distribution measures of [`Stats`] averaged over captured positions.
+
+use serde::Serialize;
+
+use super::capture::Capture;
+use super::metrics::Stats;
+use crate::config::RawValue;
+use crate::{HlgConfig, HlgCurve, ToeShape};
+
+/// One knob's sweep: the values tried (as the `hlg` object would carry them).
+#[derive(Clone, Debug)]
+pub struct Sweep {
+    /// The `hlg` field.
+    pub knob: &'static str,
+    /// The values, in order.
+    pub values: Vec<RawValue>,
+}
+
+/// The sweeps of the characterisation: every knob over its useful range.
+pub fn sweeps() -> Vec<Sweep> {
+    let n = |v: &[f64]| v.iter().map(|&x| RawValue::Number(x)).collect::<Vec<_>>();
+    let with_off = |v: &[f64]| {
+        let mut out = n(v);
+        out.push(RawValue::Str("off".into()));
+        out
+    };
+    let s = |names: &[&str]| names.iter().map(|x| RawValue::Str(x.to_string())).collect();
+    vec![
+        Sweep { knob: "pivot", values: s(&["top", "entropy", "median"]) },
+        Sweep { knob: "pivot_offset", values: n(&[0.0, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 12.0]) },
+        Sweep { knob: "width", values: with_off(&[0.0, 1.0, 2.0, 4.0, 6.0, 8.0]) },
+        Sweep { knob: "shoulder", values: with_off(&[0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0]) },
+        Sweep { knob: "toe", values: with_off(&[0.25, 0.5, 1.0, 2.0, 4.0, 6.0, 8.0, 16.0]) },
+    ]
+}
+
+/// One point of a sweep: the knob's value, the toe shape, the mean measures.
+#[derive(Clone, Debug, Serialize)]
+pub struct Point {
+    /// The knob's value, as text (`"4"`, `"off"`, `"median"`).
+    pub value: String,
+    /// The toe shape.
+    pub toe_shape: &'static str,
+    /// The curve's settings.
+    pub curve: HlgConfig,
+    /// Means over the captured positions.
+    pub mean: Stats,
+}
+
+/// The whole characterisation.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// The sampling temperature (the mid gain) every measure is taken at.
+    pub temperature: f64,
+    /// Positions averaged over.
+    pub positions: usize,
+    /// Plain temperature at the same T (KL 0 by definition).
+    pub temperature_only: Stats,
+    /// Per knob: its points, every value × every toe shape.
+    pub sweeps: Vec<(String, Vec<Point>)>,
+}
+
+fn text(v: &RawValue) -> String {
+    match v {
+        RawValue::Number(x) => format!("{x}"),
+        RawValue::Str(s) => s.clone(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// Mean [`Stats`] of `curve` over every row of `capture` at temperature `t`, on up to
+/// `threads` threads.
+pub fn mean_stats(capture: &Capture, curve: Option<&HlgCurve>, t: f64, threads: usize) -> Stats {
+    let n = capture.rows.len();
+    let per = n.div_ceil(threads.max(1)).max(1);
+    let parts: Vec<Vec<Stats>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..n)
+            .step_by(per)
+            .map(|start| {
+                s.spawn(move || {
+                    let mut y = vec![0f32; capture.vocab];
+                    (start..(start + per).min(n))
+                        .filter_map(|i| {
+                            let x = capture.row(i);
+                            y.copy_from_slice(x);
+                            if let Some(c) = curve {
+                                c.apply(&mut y);
+                            }
+                            Stats::of(x, &y, t)
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("worker")).collect()
+    });
+    Stats::mean(&parts.concat())
+}
+
+/// Runs every sweep over `capture` at temperature `t`, from `base` (the other knobs'
+/// values). `progress(done, total)` after each point.
+pub fn characterise(capture: &Capture, base: &HlgConfig, t: f64, threads: usize, mut progress: impl FnMut(usize, usize)) -> anyhow::Result<Report> {
+    let sweeps = sweeps();
+    let total: usize = sweeps.iter().map(|s| s.values.len() * ToeShape::ALL.len()).sum();
+    let mut done = 0;
+    let mut report = Report { temperature: t, positions: capture.rows.len(), temperature_only: mean_stats(capture, None, t, threads), sweeps: vec![] };
+    for sweep in sweeps {
+        let mut points = vec![];
+        for v in &sweep.values {
+            for shape in ToeShape::ALL {
+                let mut cfg = base.clone();
+                cfg.set(sweep.knob, v.clone())?;
+                cfg.set("toe_shape", RawValue::Str(shape.name().into()))?;
+                let curve = cfg.curve();
+                points.push(Point { value: text(v), toe_shape: shape.name(), curve: cfg.resolved(true), mean: mean_stats(capture, Some(&curve), t, threads) });
+                done += 1;
+                progress(done, total);
+            }
+        }
+        report.sweeps.push((sweep.knob.to_string(), points));
+    }
+    Ok(report)
+}

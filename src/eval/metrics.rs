@@ -1,0 +1,98 @@
+//! Distribution measures for the evaluation, in `f64`: sampling distributions from
+//! logits, KL divergence, entropy, top-token mass and tail mass.
+
+/// The base-probability threshold below which a token counts as tail.
+pub const TAIL: f64 = 1e-4;
+
+/// `log softmax(x / t)` in `f64` (`t > 0`); `-inf` entries stay `-inf`. `None` when no
+/// entry is finite.
+pub fn log_softmax(x: &[f32], t: f64) -> Option<Vec<f64>> {
+    let m = x.iter().copied().filter(|v| v.is_finite()).fold(f32::NEG_INFINITY, f32::max);
+    if !m.is_finite() {
+        return None;
+    }
+    let m = m as f64 / t;
+    let s: f64 = x.iter().filter(|v| v.is_finite()).map(|&v| (v as f64 / t - m).exp()).sum();
+    let lse = m + s.ln();
+    Some(x.iter().map(|&v| if v.is_finite() { v as f64 / t - lse } else { f64::NEG_INFINITY }).collect())
+}
+
+/// What sampling from `shaped / t` does compared with plain temperature (`base / t`) at
+/// one position.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Stats {
+    /// KL(temperature only ‖ shaped), nats.
+    pub kl: f64,
+    /// Entropy of the shaped sampling distribution, nats.
+    pub entropy: f64,
+    /// Probability of the base distribution's top token under the shaped one.
+    pub top_mass: f64,
+    /// Probability, under the shaped distribution, of the tokens whose base probability
+    /// (`softmax(base)`, T = 1) is below [`TAIL`].
+    pub tail_mass: f64,
+}
+
+impl Stats {
+    /// The measures at one position; `None` when `base` has no finite entry.
+    pub fn of(base: &[f32], shaped: &[f32], t: f64) -> Option<Stats> {
+        let lb = log_softmax(base, 1.0)?;
+        let lp = log_softmax(base, t)?;
+        let lq = log_softmax(shaped, t)?;
+        let top = (0..base.len()).max_by(|&a, &b| lb[a].total_cmp(&lb[b]))?;
+        let tail = TAIL.ln();
+        let mut s = Stats { top_mass: lq[top].exp(), ..Stats::default() };
+        for i in 0..base.len() {
+            let (p, q) = (lp[i].exp(), lq[i].exp());
+            if p > 0.0 {
+                s.kl += p * (lp[i] - lq[i]);
+            }
+            if q > 0.0 {
+                s.entropy -= q * lq[i];
+                if lb[i] < tail {
+                    s.tail_mass += q;
+                }
+            }
+        }
+        Some(s)
+    }
+
+    /// The mean of `stats` (each field averaged).
+    pub fn mean(stats: &[Stats]) -> Stats {
+        let n = stats.len().max(1) as f64;
+        let sum = |f: fn(&Stats) -> f64| stats.iter().map(f).sum::<f64>() / n;
+        Stats { kl: sum(|s| s.kl), entropy: sum(|s| s.entropy), top_mass: sum(|s| s.top_mass), tail_mass: sum(|s| s.tail_mass) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identical_distributions_have_no_divergence() {
+        let x = [2.0f32, 1.0, 0.0, -12.0, f32::NEG_INFINITY];
+        let s = Stats::of(&x, &x, 0.7).unwrap();
+        assert!(s.kl.abs() < 1e-15, "{s:?}");
+        // Worked by hand: p ∝ exp(x / 0.7).
+        let e: Vec<f64> = [2.0f64, 1.0, 0.0, -12.0].iter().map(|v| (v / 0.7).exp()).collect();
+        let z: f64 = e.iter().sum();
+        let h: f64 = -e.iter().map(|v| v / z * (v / z).ln()).sum::<f64>();
+        assert!((s.entropy - h).abs() < 1e-12);
+        assert!((s.top_mass - e[0] / z).abs() < 1e-12);
+        // Only -12 is below 1e-4 at T = 1 (e^-14 / Σ ≈ 6e-7).
+        assert!((s.tail_mass - e[3] / z).abs() < 1e-18);
+    }
+
+    #[test]
+    fn kl_of_two_known_distributions() {
+        // p = softmax(1, 0), q = (3/4, 1/4): KL = Σ p ln(p/q).
+        let base = [1.0f32, 0.0];
+        let shaped = [(3.0f32).ln(), 0.0];
+        let s = Stats::of(&base, &shaped, 1.0).unwrap();
+        let p0 = 1f64.exp() / (1.0 + 1f64.exp());
+        let want = p0 * (p0 / 0.75).ln() + (1.0 - p0) * ((1.0 - p0) / 0.25).ln();
+        assert!((s.kl - want).abs() < 1e-7, "{} vs {want}", s.kl);
+        assert!((s.top_mass - 0.75).abs() < 1e-7);
+        assert!(Stats::of(&[f32::NEG_INFINITY], &[0.0], 1.0).is_none());
+    }
+}

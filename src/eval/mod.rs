@@ -1,0 +1,10 @@
+//! The evaluation of issue #8, as library code behind `mistralrs-hlg eval …`: logit
+//! capture on the embedded model, the KL characterisation of every knob, and the plots.
+//! Outputs go under one directory (`eval-out/` by default). Results and the commands
+//! that reproduce them: `docs/RESULTS.md`.
+
+pub mod capture;
+pub mod kl;
+pub mod metrics;
+pub mod plot;
+pub mod prompts;
