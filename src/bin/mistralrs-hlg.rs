@@ -60,6 +60,68 @@ enum EvalCmd {
         #[command(flatten)]
         hlg: HlgFlags,
     },
+    /// Diversity at matched entropy: temperature, top-p 0.9, min-p 0.05 and HLG (each toe
+    /// shape), each at the temperature that gives it plain temperature's mean entropy at
+    /// --level (matched on the captured logits); open-ended prompts × --samples each.
+    /// OUT/diversity.json, OUT/diversity.md, OUT/diversity.svg.
+    Diversity {
+        #[command(flatten)]
+        online: Online,
+        /// The entropy level: plain temperature's mean entropy at this T.
+        #[arg(long, default_value_t = 0.8)]
+        level: f64,
+        /// Prompts of the open-ended set to use (at most 24).
+        #[arg(long, default_value_t = 24)]
+        prompts: usize,
+        /// Samples per prompt (n = 1 requests, one after another).
+        #[arg(long, default_value_t = 8)]
+        samples: usize,
+        /// Tokens per sample.
+        #[arg(long, default_value_t = 20)]
+        max_tokens: usize,
+    },
+    /// Exact-answer accuracy: greedy, and at each --temperatures plain temperature, top-p
+    /// 0.9, min-p 0.05 and HLG (each toe shape). OUT/guardrail.json, OUT/guardrail.md.
+    Guardrail {
+        #[command(flatten)]
+        online: Online,
+        /// Temperatures, comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "0.7,1.0")]
+        temperatures: Vec<f64>,
+        /// Tokens per answer.
+        #[arg(long, default_value_t = 8)]
+        max_tokens: usize,
+        /// Use only the first N items.
+        #[arg(long)]
+        items: Option<usize>,
+    },
+    /// Decode tokens/s and prompt time: HLG on vs off vs the host's top-p 0.9, rounds
+    /// alternated. OUT/perf.json, OUT/perf.md.
+    Perf {
+        #[command(flatten)]
+        online: Online,
+        /// Rounds.
+        #[arg(long, default_value_t = 6)]
+        rounds: usize,
+        /// Tokens per request.
+        #[arg(long, default_value_t = 48)]
+        max_tokens: usize,
+        /// Sampling temperature.
+        #[arg(long, default_value_t = 0.8)]
+        temperature: f64,
+    },
+}
+
+#[derive(Args)]
+struct Online {
+    #[command(flatten)]
+    out: EvalOut,
+    /// A GGUF file (the embedded model when omitted).
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// The HLG knobs other than the toe shape (the built-in defaults otherwise).
+    #[command(flatten)]
+    hlg: HlgFlags,
 }
 
 #[derive(Args)]
@@ -225,10 +287,58 @@ fn svg(zs: &[f64], curves: &[(&str, Vec<f64>)]) -> String {
 }
 
 fn progress(total: usize, what: &str) -> indicatif::ProgressBar {
+    use std::io::IsTerminal;
     let bar = indicatif::ProgressBar::new(total as u64);
+    if !std::io::stderr().is_terminal() {
+        // No terminal to draw on (a log file): a line every 10 seconds instead.
+        bar.set_draw_target(indicatif::ProgressDrawTarget::term_like_with_hz(Box::new(LogLines), 1));
+    }
     bar.set_style(indicatif::ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} {elapsed_precise} (eta {eta})").unwrap().progress_chars("=> "));
     bar.set_message(what.to_string());
     bar
+}
+
+/// A progress bar's target that prints each update as a line to stderr, at most every
+/// 10 seconds.
+#[derive(Debug)]
+struct LogLines;
+
+static LAST_LINE: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
+
+impl indicatif::TermLike for LogLines {
+    fn width(&self) -> u16 {
+        100
+    }
+    fn move_cursor_up(&self, _: usize) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn move_cursor_down(&self, _: usize) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn move_cursor_right(&self, _: usize) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn move_cursor_left(&self, _: usize) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn write_line(&self, s: &str) -> std::io::Result<()> {
+        self.write_str(s)
+    }
+    fn write_str(&self, s: &str) -> std::io::Result<()> {
+        let mut last = LAST_LINE.lock().unwrap();
+        let due = last.is_none_or(|t| t.elapsed().as_secs() >= 10);
+        if due && !s.trim().is_empty() {
+            eprintln!("{}", s.trim_end());
+            *last = Some(std::time::Instant::now());
+        }
+        Ok(())
+    }
+    fn clear_line(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 fn eval(cmd: EvalCmd) -> anyhow::Result<()> {
@@ -292,7 +402,147 @@ fn eval(cmd: EvalCmd) -> anyhow::Result<()> {
             eprintln!("{} → {}", "kl.json, kl.md, kl-<knob>.svg", out.out.display());
             Ok(())
         }
+        EvalCmd::Diversity { online, level, prompts, samples, max_tokens } => {
+            use mistralrs_hlg::eval::diversity;
+            if !(level > 0.0 && level.is_finite()) || prompts == 0 || samples == 0 || max_tokens == 0 {
+                bail!("--level must be > 0; --prompts, --samples and --max-tokens at least 1");
+            }
+            let hlg = online.hlg.defaults().map_err(anyhow::Error::msg)?;
+            let c = capture::Capture::load(&online.out.out.join("capture"))?;
+            let methods = diversity::matched(&c, level, &hlg)?;
+            for (s, h) in &methods {
+                eprintln!("{:<18} T = {:.4}  offline mean entropy {h:.4}", s.name(), s.temperature());
+            }
+            let ps: Vec<&str> = prompts::OPEN_ENDED.iter().copied().take(prompts).collect();
+            let results = tokio::runtime::Runtime::new()?.block_on(async {
+                let m = capture::load_model(online.model.as_deref()).await?;
+                let bar = progress(methods.len() * ps.len() * samples, "diversity");
+                let mut out = vec![];
+                for (s, h) in &methods {
+                    out.push(diversity::run_method(&m, &ps, s, *h, samples, max_tokens, || bar.inc(1)).await?);
+                }
+                bar.finish();
+                anyhow::Ok(out)
+            })?;
+            let dir = &online.out.out;
+            std::fs::create_dir_all(dir)?;
+            let doc = serde_json::json!({"level": level, "prompts": ps.len(), "samples": samples, "max_tokens": max_tokens, "methods": results});
+            std::fs::write(dir.join("diversity.json"), serde_json::to_string_pretty(&doc)?)?;
+            std::fs::write(dir.join("diversity.md"), diversity_table(&results, level))?;
+            std::fs::write(dir.join("diversity.svg"), diversity_plot(&results, level))?;
+            eprintln!("diversity.json, diversity.md, diversity.svg → {}", dir.display());
+            Ok(())
+        }
+        EvalCmd::Guardrail { online, temperatures, max_tokens, items } => {
+            use mistralrs_hlg::eval::{guardrail, sampler::Sampler};
+            if temperatures.iter().any(|t| !(*t > 0.0 && t.is_finite())) || max_tokens == 0 {
+                bail!("--temperatures must be numbers > 0; --max-tokens at least 1");
+            }
+            let hlg = online.hlg.defaults().map_err(anyhow::Error::msg)?;
+            let mut samplers: Vec<Option<Sampler>> = vec![None];
+            for &t in &temperatures {
+                samplers.push(Some(Sampler::Temperature { t }));
+                samplers.push(Some(Sampler::TopP { t, p: mistralrs_hlg::eval::diversity::TOP_P }));
+                samplers.push(Some(Sampler::MinP { t, min_p: mistralrs_hlg::eval::diversity::MIN_P }));
+                for shape in ToeShape::ALL {
+                    let mut cfg = hlg.clone();
+                    cfg.set("toe_shape", mistralrs_hlg::config::RawValue::Str(shape.name().into()))?;
+                    samplers.push(Some(Sampler::Hlg { t, hlg: cfg.resolved(true) }));
+                }
+            }
+            let n = items.unwrap_or(guardrail::TASKS.len()).min(guardrail::TASKS.len());
+            let results = tokio::runtime::Runtime::new()?.block_on(async {
+                let m = capture::load_model(online.model.as_deref()).await?;
+                let bar = progress(samplers.len() * n, "guardrail");
+                let mut out = vec![];
+                for s in &samplers {
+                    out.push(guardrail::run(&m, &guardrail::TASKS[..n], s.as_ref(), max_tokens, || bar.inc(1)).await?);
+                }
+                bar.finish();
+                anyhow::Ok(out)
+            })?;
+            let dir = &online.out.out;
+            std::fs::create_dir_all(dir)?;
+            std::fs::write(dir.join("guardrail.json"), serde_json::to_string_pretty(&results)?)?;
+            let mut md = format!("{n} items, {max_tokens} tokens per answer, one sample per item; 95 % Wilson intervals.\n\n| method | correct | accuracy | 95 % CI |\n| --- | --- | --- | --- |\n");
+            for a in &results {
+                md += &format!("| {} | {}/{} | {:.3} | {:.3}–{:.3} |\n", a.name, a.correct, a.items, a.correct as f64 / a.items as f64, a.ci95.0, a.ci95.1);
+            }
+            std::fs::write(dir.join("guardrail.md"), md)?;
+            eprintln!("guardrail.json, guardrail.md → {}", dir.display());
+            Ok(())
+        }
+        EvalCmd::Perf { online, rounds, max_tokens, temperature } => {
+            use mistralrs_hlg::eval::perf;
+            if rounds == 0 || max_tokens == 0 || !(temperature > 0.0 && temperature.is_finite()) {
+                bail!("--rounds and --max-tokens at least 1; --temperature > 0");
+            }
+            let curve = online.hlg.defaults().map_err(anyhow::Error::msg)?.curve();
+            let ps: Vec<&str> = prompts::OPEN_ENDED.iter().copied().take(3).collect();
+            let (samples, summary) = tokio::runtime::Runtime::new()?.block_on(async {
+                let m = capture::load_model(online.model.as_deref()).await?;
+                let bar = progress(rounds * perf::Arm::ALL.len() * ps.len(), "perf");
+                let r = perf::run(&m, &ps, curve, temperature, rounds, max_tokens, || bar.inc(1)).await;
+                bar.finish();
+                r
+            })?;
+            let dir = &online.out.out;
+            std::fs::create_dir_all(dir)?;
+            std::fs::write(dir.join("perf.json"), serde_json::to_string_pretty(&serde_json::json!({"rounds": samples, "summary": summary}))?)?;
+            let mut md = format!("{rounds} rounds × {} prompts × {max_tokens} tokens at T = {temperature}, arms rotated per round; medians over rounds.\n\n| arm | decode tok/s | ratio to off | prompt ms | wall ms/token |\n| --- | --- | --- | --- | --- |\n", ps.len());
+            for s in &summary {
+                md += &format!("| {:?} | {:.2} | {:.3} | {:.1} | {:.1} |\n", s.arm, s.decode_tok_s, s.decode_ratio_to_off, s.prompt_ms, s.wall_ms_per_token);
+            }
+            std::fs::write(dir.join("perf.md"), md)?;
+            eprintln!("perf.json, perf.md → {}", dir.display());
+            Ok(())
+        }
     }
+}
+
+fn diversity_table(results: &[mistralrs_hlg::eval::diversity::MethodResult], level: f64) -> String {
+    let mut s = format!("Entropy matched to plain temperature at T = {level} (on the captured logits). ± is one standard error over prompts.\n\n");
+    s += "| method | T | entropy offline / online | distinct-1 | distinct-2 | distinct-3 | self-BLEU | pooled word entropy | tail-garbage rate | mean base log-prob | tokens |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
+    for r in results {
+        s += &format!(
+            "| {} | {:.3} | {:.3} / {:.3} | {:.3} | {:.3} ± {:.3} | {:.3} | {:.3} ± {:.3} | {:.3} | {:.4} ± {:.4} | {:.3} | {} |\n",
+            r.name, r.sampler.temperature(), r.offline_entropy, r.online_entropy, r.distinct[0], r.distinct[1], r.stderr[0], r.distinct[2], r.self_bleu, r.stderr[1], r.pooled_entropy, r.tail_garbage_rate, r.stderr[2], r.mean_base_logprob, r.tokens
+        );
+    }
+    s
+}
+
+/// Diversity against quality, one point per method: distinct-2 and 1 − self-BLEU against
+/// the tail-garbage rate and the mean base log-probability.
+fn diversity_plot(results: &[mistralrs_hlg::eval::diversity::MethodResult], level: f64) -> String {
+    let (w, h, pad) = (720.0, 330.0, 50.0);
+    let colors = ["#555", "#9467bd", "#8c564b", "#1f77b4", "#d62728", "#2ca02c"];
+    let mut s = format!(r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11"><rect width="100%" height="100%" fill="white"/><text x="10" y="16" font-size="13">diversity vs quality at matched entropy (plain temperature's at T = {level})</text>"#);
+    let panels: [(&str, &str, fn(&mistralrs_hlg::eval::diversity::MethodResult) -> (f64, f64)); 2] = [
+        ("tail-garbage rate (lower: better)", "distinct-2", |r| (r.tail_garbage_rate, r.distinct[1])),
+        ("mean base log-prob (higher: better)", "1 − self-BLEU", |r| (r.mean_base_logprob, 1.0 - r.self_bleu)),
+    ];
+    for (k, (xl, yl, f)) in panels.iter().enumerate() {
+        let ox = k as f64 * w / 2.0;
+        let (l, r, t, b) = (ox + pad, ox + w / 2.0 - 20.0, 40.0, h - pad);
+        let pts: Vec<(f64, f64)> = results.iter().map(f).collect();
+        let span = |v: Vec<f64>| {
+            let (lo, hi) = v.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| (a.min(x), b.max(x)));
+            let m = ((hi - lo) * 0.15).max(1e-9);
+            (lo - m, hi + m)
+        };
+        let (x0, x1) = span(pts.iter().map(|p| p.0).collect());
+        let (y0, y1) = span(pts.iter().map(|p| p.1).collect());
+        let px = |x: f64| l + (r - l) * (x - x0) / (x1 - x0);
+        let py = |y: f64| b - (b - t) * (y - y0) / (y1 - y0);
+        s += &format!(r##"<rect x="{l}" y="{t}" width="{:.1}" height="{:.1}" fill="none" stroke="#bbb"/><text x="{:.1}" y="{:.1}" text-anchor="middle">{xl}</text><text x="{:.1}" y="{:.1}" text-anchor="end">{yl}</text>"##, r - l, b - t, (l + r) / 2.0, b + 30.0, l + 60.0, t - 4.0);
+        s += &format!(r#"<text x="{l}" y="{:.1}">{x0:.3}</text><text x="{r}" y="{:.1}" text-anchor="end">{x1:.3}</text><text x="{:.1}" y="{b}" text-anchor="end">{y0:.3}</text><text x="{:.1}" y="{:.1}" text-anchor="end">{y1:.3}</text>"#, b + 14.0, b + 14.0, l - 3.0, l - 3.0, t + 9.0);
+        for (i, ((x, y), res)) in pts.iter().zip(results).enumerate() {
+            let c = colors[i % colors.len()];
+            s += &format!(r#"<circle cx="{:.1}" cy="{:.1}" r="5" fill="{c}"/><text x="{:.1}" y="{:.1}" fill="{c}">{}</text>"#, px(*x), py(*y), px(*x) + 7.0, py(*y) + 4.0, res.name);
+        }
+    }
+    s + "</svg>\n"
 }
 
 /// The characterisation as a Markdown table.

@@ -4,7 +4,13 @@
 //! that reproduce them: `docs/RESULTS.md`.
 
 pub mod capture;
+pub mod diversity;
+pub mod generate;
+pub mod guardrail;
 pub mod kl;
 pub mod metrics;
+pub mod perf;
 pub mod plot;
 pub mod prompts;
+pub mod sampler;
+pub mod text;

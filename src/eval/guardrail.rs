@@ -1,0 +1,172 @@
+//! The capability guardrail: short exact-answer questions that the embedded model partly
+//! answers, scored by matching an accepted answer in the first line of the reply.
+
+use serde::Serialize;
+
+use super::generate::generate;
+use super::sampler::Sampler;
+use super::text::words;
+
+/// A question and its accepted answers (lower case; a multi-word answer must appear as
+/// consecutive words).
+pub struct Task {
+    /// The prompt.
+    pub prompt: &'static str,
+    /// Accepted answers.
+    pub answers: &'static [&'static str],
+}
+
+macro_rules! tasks {
+    ($($p:literal => [$($a:literal),+]),+ $(,)?) => { &[$(Task { prompt: $p, answers: &[$($a),+] }),+] };
+}
+
+/// The task set, written for this project (60 items).
+pub const TASKS: &[Task] = tasks![
+    "What is the capital of France? Answer with one word." => ["paris"],
+    "What is the capital of Italy? Answer with one word." => ["rome"],
+    "What is the capital of Japan? Answer with one word." => ["tokyo"],
+    "What is the capital of Germany? Answer with one word." => ["berlin"],
+    "What is the capital of Spain? Answer with one word." => ["madrid"],
+    "What is the capital of England? Answer with one word." => ["london"],
+    "What is the capital of Russia? Answer with one word." => ["moscow"],
+    "What is the capital of Egypt? Answer with one word." => ["cairo"],
+    "What is the capital of Canada? Answer with one word." => ["ottawa"],
+    "What is the capital of China? Answer with one word." => ["beijing"],
+    "What is 2 + 2? Answer with a number." => ["4", "four"],
+    "What is 3 + 5? Answer with a number." => ["8", "eight"],
+    "What is 10 - 3? Answer with a number." => ["7", "seven"],
+    "What is 6 + 6? Answer with a number." => ["12", "twelve"],
+    "What is 5 times 2? Answer with a number." => ["10", "ten"],
+    "What is 9 - 4? Answer with a number." => ["5", "five"],
+    "What is 7 + 1? Answer with a number." => ["8", "eight"],
+    "What is 3 times 3? Answer with a number." => ["9", "nine"],
+    "What is 20 divided by 2? Answer with a number." => ["10", "ten"],
+    "What is 100 + 1? Answer with a number." => ["101"],
+    "How many legs does a dog have? Answer with a number." => ["4", "four"],
+    "How many days are in a week? Answer with a number." => ["7", "seven"],
+    "How many months are in a year? Answer with a number." => ["12", "twelve"],
+    "How many hours are in a day? Answer with a number." => ["24", "twenty"],
+    "How many wheels does a bicycle have? Answer with a number." => ["2", "two"],
+    "How many sides does a triangle have? Answer with a number." => ["3", "three"],
+    "How many minutes are in an hour? Answer with a number." => ["60", "sixty"],
+    "How many legs does a spider have? Answer with a number." => ["8", "eight"],
+    "What color is the sky on a clear day? Answer with one word." => ["blue"],
+    "What color is grass? Answer with one word." => ["green"],
+    "What color is snow? Answer with one word." => ["white"],
+    "What color is a ripe banana? Answer with one word." => ["yellow"],
+    "What color are most strawberries? Answer with one word." => ["red"],
+    "What is the opposite of hot? Answer with one word." => ["cold"],
+    "What is the opposite of big? Answer with one word." => ["small", "little"],
+    "What is the opposite of up? Answer with one word." => ["down"],
+    "What is the opposite of day? Answer with one word." => ["night"],
+    "What is the opposite of happy? Answer with one word." => ["sad", "unhappy"],
+    "What is the opposite of fast? Answer with one word." => ["slow"],
+    "What is the opposite of open? Answer with one word." => ["closed", "close", "shut"],
+    "Which day comes after Monday? Answer with one word." => ["tuesday"],
+    "Which day comes after Friday? Answer with one word." => ["saturday"],
+    "Which month comes after January? Answer with one word." => ["february"],
+    "Which month comes before December? Answer with one word." => ["november"],
+    "What animal says moo? Answer with one word." => ["cow", "cows"],
+    "What animal says meow? Answer with one word." => ["cat", "cats", "kitten"],
+    "What animal barks? Answer with one word." => ["dog", "dogs"],
+    "What is frozen water called? Answer with one word." => ["ice"],
+    "What do bees make? Answer with one word." => ["honey"],
+    "What planet do we live on? Answer with one word." => ["earth"],
+    "What is the largest ocean on Earth? Answer with one word." => ["pacific"],
+    "What gas do humans need to breathe? Answer with one word." => ["oxygen"],
+    "What is the plural of mouse? Answer with one word." => ["mice"],
+    "What is the plural of child? Answer with one word." => ["children"],
+    "Which star is at the centre of our solar system? Answer with one word." => ["sun"],
+    "What is the first letter of the English alphabet? Answer with one letter." => ["a"],
+    "What is the freezing point of water in degrees Celsius? Answer with a number." => ["0", "zero"],
+    "Who wrote Romeo and Juliet? Answer with the author's last name." => ["shakespeare"],
+    "In which country are the pyramids of Giza? Answer with one word." => ["egypt"],
+    "What is the chemical symbol for water? Answer with one word." => ["h2o"],
+];
+
+/// Whether the first line of `reply` (empty lines skipped) holds an accepted answer.
+pub fn correct(reply: &str, answers: &[&str]) -> bool {
+    let line = reply.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
+    let ws = words(line);
+    answers.iter().any(|a| {
+        let aw = words(a);
+        !aw.is_empty() && ws.windows(aw.len()).any(|w| w == aw.as_slice())
+    })
+}
+
+/// Wilson score interval (95 %) for `k` successes in `n`.
+pub fn wilson(k: usize, n: usize) -> (f64, f64) {
+    if n == 0 {
+        return (0.0, 1.0);
+    }
+    let (z, n, p) = (1.96f64, n as f64, k as f64 / n as f64);
+    let c = (p + z * z / (2.0 * n)) / (1.0 + z * z / n);
+    let h = z * ((p * (1.0 - p) + z * z / (4.0 * n)) / n).sqrt() / (1.0 + z * z / n);
+    ((c - h).max(0.0), (c + h).min(1.0))
+}
+
+/// One method's accuracy.
+#[derive(Clone, Debug, Serialize)]
+pub struct Accuracy {
+    /// The method (`greedy` when `sampler` is `None`).
+    pub name: String,
+    /// The sampler (`None`: greedy).
+    pub sampler: Option<Sampler>,
+    /// Correct answers.
+    pub correct: usize,
+    /// Items.
+    pub items: usize,
+    /// Wilson 95 % interval.
+    pub ci95: (f64, f64),
+    /// Per item: correct or not, and the reply.
+    pub replies: Vec<(bool, String)>,
+}
+
+/// Runs every task of `tasks` once with `sampler` (greedy when `None`), `max_tokens` each.
+pub async fn run(model: &mistralrs::Model, tasks: &[Task], sampler: Option<&Sampler>, max_tokens: usize, mut progress: impl FnMut()) -> anyhow::Result<Accuracy> {
+    let mut replies = vec![];
+    for task in tasks {
+        let text = match sampler {
+            Some(s) => generate(model, task.prompt, s, max_tokens).await?.0,
+            None => {
+                let req = mistralrs::RequestBuilder::new().add_message(mistralrs::TextMessageRole::User, task.prompt).set_sampler_max_len(max_tokens);
+                let resp = model.send_chat_request(req).await?;
+                resp.choices.first().and_then(|c| c.message.content.clone()).unwrap_or_default()
+            }
+        };
+        replies.push((correct(&text, task.answers), text));
+        progress();
+    }
+    let k = replies.iter().filter(|r| r.0).count();
+    Ok(Accuracy {
+        name: sampler.map_or("greedy".into(), |s| format!("{} T={}", s.name(), s.temperature())),
+        sampler: sampler.cloned(),
+        correct: k,
+        items: replies.len(),
+        ci95: wilson(k, replies.len()),
+        replies,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_match_whole_words_in_the_first_line() {
+        assert!(correct("Paris.", &["paris"]));
+        assert!(correct("\n  The answer is 4\nbecause", &["4", "four"]));
+        assert!(!correct("14", &["4"]));
+        assert!(!correct("I think\nParis", &["paris"]));
+        assert!(correct("It is H2O!", &["h2o"]));
+        assert!(TASKS.len() >= 50);
+    }
+
+    #[test]
+    fn wilson_interval() {
+        // 7 of 10: the textbook interval (0.3968, 0.8922).
+        let (lo, hi) = wilson(7, 10);
+        assert!((lo - 0.3968).abs() < 1e-4 && (hi - 0.8922).abs() < 1e-4, "{lo} {hi}");
+        assert_eq!(wilson(0, 0), (0.0, 1.0));
+    }
+}
