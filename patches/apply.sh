@@ -91,6 +91,8 @@ locked=()
 [[ $mode == upstream ]] && locked=(--locked)
 (cd "$dir" && cargo build --release "${locked[@]}" --bin mistralrs >&2)
 bin="$CARGO_TARGET_DIR/release/mistralrs"
-# Both builds write target/release/mistralrs: keep each under its own name.
-cp "$bin" "$CARGO_TARGET_DIR/release/mistralrs-$mode"
+# Both builds write target/release/mistralrs: keep each under its own name (copied, then
+# renamed over the old one, which may be running).
+cp "$bin" "$CARGO_TARGET_DIR/release/mistralrs-$mode.tmp"
+mv -f "$CARGO_TARGET_DIR/release/mistralrs-$mode.tmp" "$CARGO_TARGET_DIR/release/mistralrs-$mode"
 echo "$CARGO_TARGET_DIR/release/mistralrs-$mode"

@@ -142,24 +142,32 @@ async fn transcript(s: &Server) -> Vec<(String, String)> {
     out
 }
 
-/// An HLG setting that leaves only the top token any mass: a toe of 1e-3 nats with the
-/// exp shape from the top token down. Sampling with it must reproduce greedy decoding.
+/// An HLG setting far from plain temperature: the exp toe from the top token down with
+/// β = 1e-3 (nearly greedy decoding).
 fn hard_toe() -> Value {
     json!({"pivot": "top", "pivot_offset": 0.0, "width": 0.0, "shoulder": "off", "toe": 0.001, "toe_shape": "exp"})
 }
 
-async fn greedy_and_sampled(s: &Server, extra: Value) -> (Vec<String>, Vec<String>, Vec<String>) {
-    let (mut greedy, mut plain, mut with) = (vec![], vec![], vec![]);
-    for p in PROMPTS {
-        greedy.extend(texts(&s.post_ok("/v1/chat/completions", &chat(p, 24, json!({"temperature": 0.0}))).await));
-        plain.extend(texts(&s.post_ok("/v1/chat/completions", &chat(p, 24, json!({"temperature": 1.0, "hlg": false}))).await));
-        let mut body = chat(p, 24, json!({"temperature": 1.0}));
-        if !extra.is_null() {
-            body["hlg"] = extra.clone();
+/// The same flags for the command line.
+const HARD_TOE_FLAGS: [&str; 12] =
+    ["--hlg-sampling", "on", "--hlg-pivot-offset", "0", "--hlg-width", "0", "--hlg-shoulder", "off", "--hlg-toe", "0.001", "--hlg-toe-shape", "exp"];
+
+/// Sampled requests at T = 1, one after another: a chat per prompt and a text completion,
+/// with `hlg` set to `hlg` when it is not null. Every choice's text.
+async fn sampled(s: &Server, hlg: &Value) -> Vec<String> {
+    let with = |mut body: Value| {
+        if !hlg.is_null() {
+            body["hlg"] = hlg.clone();
         }
-        with.extend(texts(&s.post_ok("/v1/chat/completions", &body).await));
+        body
+    };
+    let mut out = vec![];
+    for p in PROMPTS {
+        out.extend(texts(&s.post_ok("/v1/chat/completions", &with(chat(p, 24, json!({"temperature": 1.0})))).await));
     }
-    (greedy, plain, with)
+    let completion = json!({"model": "default", "prompt": "Once upon a time", "max_tokens": 24, "temperature": 1.0});
+    out.extend(texts(&s.post_ok("/v1/completions", &with(completion)).await));
+    out
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -177,59 +185,28 @@ async fn flag_off_serves_what_upstream_serves() {
         let s = Server::serve(&binary("MISTRALRS_HLG_PATCHED_CLI"), &["--hlg-sampling", "off", "--hlg-toe", "2"]).await;
         transcript(&s).await
     };
-    assert_eq!(upstream.len(), 10);
+    // 3 greedy + 3 sampled chats, 1 completion, 2 greedy choices.
+    assert_eq!(upstream.len(), 9);
     assert!(upstream.iter().all(|(t, _)| !t.is_empty()), "{upstream:?}");
     assert_eq!(patched_default, upstream);
     assert_eq!(patched_off, upstream);
 }
 
+/// Each server is fresh (its sampling RNG starts from the same seed), so the same requests
+/// give the same texts exactly when the same distributions are sampled: HLG through the
+/// request field, the flags and the from-config keys must agree with each other and differ
+/// from plain temperature; `"hlg": false` on a server with HLG on gives plain temperature.
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs the binaries of patches/apply.sh: run scripts/test-cli"]
-async fn hlg_on_a_request_takes_effect_and_a_bad_one_is_a_400() {
-    let s = Server::serve(&binary("MISTRALRS_HLG_PATCHED_CLI"), &[]).await;
-    let (greedy, plain, with) = greedy_and_sampled(&s, hard_toe()).await;
-    // The hard toe turns sampling at T = 1 into greedy decoding; without it T = 1 samples.
-    assert_eq!(with, greedy);
-    assert_ne!(plain, greedy);
-
-    // `/v1/completions` takes the field too.
-    let body = |hlg: Value| json!({"model": "default", "prompt": "The capital of France is", "max_tokens": 16, "temperature": 1.0, "hlg": hlg});
-    let greedy = s.post_ok("/v1/completions", &json!({"model": "default", "prompt": "The capital of France is", "max_tokens": 16, "temperature": 0.0})).await;
-    assert_eq!(texts(&s.post_ok("/v1/completions", &body(hard_toe())).await), texts(&greedy));
-
-    for (hlg, param) in [
-        (json!({"toe": -2}), "hlg.toe"),
-        (json!({"width": "wide"}), "hlg.width"),
-        (json!({"toe_shape": "cubic"}), "hlg.toe_shape"),
-        (json!({"tow": 1}), "hlg"),
-    ] {
-        let (status, v) = s.post("/v1/chat/completions", &chat("Hi", 4, json!({"hlg": hlg}))).await;
-        assert_eq!(status, 400, "{hlg}: {v}");
-        assert_eq!(v["error"]["param"], param, "{v}");
-        let (status, v) = s.post("/v1/completions", &json!({"model": "default", "prompt": "Hi", "max_tokens": 4, "hlg": hlg})).await;
-        assert_eq!(status, 400, "{hlg}: {v}");
-        assert_eq!(v["error"]["param"], param, "{v}");
-    }
-    // The server keeps serving.
-    let v = s.post_ok("/v1/chat/completions", &chat("Name a colour.", 4, json!({}))).await;
-    assert_eq!(texts(&v).len(), 1);
-}
-
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs the binaries of patches/apply.sh: run scripts/test-cli"]
-async fn flags_and_from_config_turn_hlg_on() {
+async fn hlg_from_the_request_the_flags_and_from_config() {
     let bin = binary("MISTRALRS_HLG_PATCHED_CLI");
-    let flags = ["--hlg-sampling", "on", "--hlg-pivot-offset", "0", "--hlg-width", "0", "--hlg-shoulder", "off", "--hlg-toe", "0.001", "--hlg-toe-shape", "exp"];
-    {
-        let s = Server::serve(&bin, &flags).await;
-        let (greedy, plain, with) = greedy_and_sampled(&s, Value::Null).await;
-        assert_eq!(with, greedy, "--hlg-sampling on applies to requests without `hlg`");
-        assert_ne!(plain, greedy, "`hlg: false` turns it off for one request");
-    }
-    {
-        let s = Server::from_config(&bin, |port, dir, file| {
-            format!(
-                r#"command = "serve"
+    let plain = sampled(&Server::serve(&bin, &[]).await, &Value::Null).await;
+    let request = sampled(&Server::serve(&bin, &[]).await, &hard_toe()).await;
+    let flags = sampled(&Server::serve(&bin, &HARD_TOE_FLAGS).await, &Value::Null).await;
+    let opted_out = sampled(&Server::serve(&bin, &HARD_TOE_FLAGS).await, &json!(false)).await;
+    let config = Server::from_config(&bin, |port, dir, file| {
+        format!(
+            r#"command = "serve"
 
 [global]
 token_source = "none"
@@ -255,17 +232,45 @@ quantized_file = "{file}"
 [models.device]
 cpu = true
 "#
-            )
-        })
-        .await;
-        let (greedy, plain, with) = greedy_and_sampled(&s, Value::Null).await;
-        assert_eq!(with, greedy, "hlg-sampling = \"on\" in the [server] table");
-        assert_ne!(plain, greedy);
+        )
+    })
+    .await;
+    let config = sampled(&config, &Value::Null).await;
+    assert_eq!(plain.len(), 4);
+    assert_ne!(request, plain, "the `hlg` field changes what is sampled");
+    assert_eq!(flags, request, "--hlg-sampling on and the --hlg-* knobs apply to requests without `hlg`");
+    assert_eq!(config, request, "the [server] keys of a from-config file do the same");
+    assert_eq!(opted_out, plain, "`hlg: false` turns it off for one request");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs the binaries of patches/apply.sh: run scripts/test-cli"]
+async fn bad_values_are_400s_and_a_bad_flag_stops_start_up() {
+    let bin = binary("MISTRALRS_HLG_PATCHED_CLI");
+    let s = Server::serve(&bin, &[]).await;
+    for (hlg, param) in [
+        (json!({"toe": -2}), "hlg.toe"),
+        (json!({"width": "wide"}), "hlg.width"),
+        (json!({"toe_shape": "cubic"}), "hlg.toe_shape"),
+        (json!({"tow": 1}), "hlg"),
+    ] {
+        let (status, v) = s.post("/v1/chat/completions", &chat("Hi", 4, json!({"hlg": hlg}))).await;
+        assert_eq!(status, 400, "{hlg}: {v}");
+        assert_eq!(v["error"]["param"], param, "{v}");
+        let (status, v) = s.post("/v1/completions", &json!({"model": "default", "prompt": "Hi", "max_tokens": 4, "hlg": hlg})).await;
+        assert_eq!(status, 400, "{hlg}: {v}");
+        assert_eq!(v["error"]["param"], param, "{v}");
     }
+    // The server keeps serving.
+    let v = s.post_ok("/v1/chat/completions", &chat("Name a colour.", 4, json!({}))).await;
+    assert_eq!(texts(&v).len(), 1);
+    drop(s);
+
     // A bad flag stops the server before it serves, naming the flag and the range.
+    let (dir, file) = model();
     let out = Command::new(&bin)
         .args(["--token-source", "none", "serve", "--host", "127.0.0.1", "-p", &free_port().to_string(), "--hlg-toe", "-2"])
-        .args(["text", "-m", &model().0, "--format", "gguf", "-f", &model().1, "--cpu"])
+        .args(["text", "-m", &dir, "--format", "gguf", "-f", &file, "--cpu"])
         .output()
         .unwrap();
     assert!(!out.status.success());

@@ -30,6 +30,11 @@ enum Cmd {
 
 #[derive(Subcommand)]
 enum EvalCmd {
+    /// Every step below with its defaults, in order (about an hour on 2 cores).
+    All {
+        #[command(flatten)]
+        out: EvalOut,
+    },
     /// Generate from the open-ended prompt set on the model and record the logits the
     /// processor sees (every `--every`-th step) into OUT/capture/.
     Capture {
@@ -56,6 +61,10 @@ enum EvalCmd {
         /// The temperature (mid gain) the measures are taken at.
         #[arg(long, default_value_t = 1.0)]
         temperature: f64,
+        /// The entropy level of the matched sweep: each point at the temperature that
+        /// gives plain temperature's mean entropy at this T (OUT/kl-matched.svg).
+        #[arg(long, default_value_t = 0.8)]
+        level: f64,
         /// The other knobs' values while one is swept (the built-in defaults otherwise).
         #[command(flatten)]
         hlg: HlgFlags,
@@ -77,7 +86,7 @@ enum EvalCmd {
         #[arg(long, default_value_t = 8)]
         samples: usize,
         /// Tokens per sample.
-        #[arg(long, default_value_t = 20)]
+        #[arg(long, default_value_t = 16)]
         max_tokens: usize,
     },
     /// Exact-answer accuracy: greedy, and at each --temperatures plain temperature, top-p
@@ -344,6 +353,17 @@ impl indicatif::TermLike for LogLines {
 fn eval(cmd: EvalCmd) -> anyhow::Result<()> {
     use mistralrs_hlg::eval::{capture, kl, plot, prompts};
     match cmd {
+        EvalCmd::All { out } => {
+            // Each step as if typed with only --out, so its defaults are the ones above.
+            for step in ["capture", "kl", "diversity", "guardrail", "perf"] {
+                eprintln!("=== eval {step}");
+                let argv = ["mistralrs-hlg".as_ref(), "eval".as_ref(), step.as_ref(), "--out".as_ref(), out.out.as_os_str()];
+                if let Cmd::Eval(cmd) = Cli::try_parse_from(argv)?.cmd {
+                    eval(cmd)?;
+                }
+            }
+            Ok(())
+        }
         EvalCmd::Capture { out, model, max_tokens, every, temperature } => {
             let config = capture::CaptureConfig { max_tokens, every, temperature };
             let prompts = prompts::OPEN_ENDED;
@@ -359,9 +379,9 @@ fn eval(cmd: EvalCmd) -> anyhow::Result<()> {
             eprintln!("{} positions × {} entries from {} prompts → {}", c.rows.len(), c.vocab, prompts.len(), dir.display());
             Ok(())
         }
-        EvalCmd::Kl { out, temperature, hlg } => {
-            if !(temperature > 0.0 && temperature.is_finite()) {
-                bail!("--temperature must be a finite number > 0, got {temperature}");
+        EvalCmd::Kl { out, temperature, level, hlg } => {
+            if !(temperature > 0.0 && temperature.is_finite() && level > 0.0 && level.is_finite()) {
+                bail!("--temperature and --level must be finite numbers > 0");
             }
             let base = hlg.defaults().map_err(anyhow::Error::msg)?;
             let c = capture::Capture::load(&out.out.join("capture"))?;
@@ -371,8 +391,15 @@ fn eval(cmd: EvalCmd) -> anyhow::Result<()> {
                 bar.set_position(done as u64);
             })?;
             bar.finish();
-            std::fs::write(out.out.join("kl.json"), serde_json::to_string_pretty(&report)?)?;
-            std::fs::write(out.out.join("kl.md"), kl_table(&report))?;
+            let bar = progress(0, "kl matched");
+            let matched = kl::characterise_matched(&c, &base, level, 2, |done, total| {
+                bar.set_length(total as u64);
+                bar.set_position(done as u64);
+            })?;
+            bar.finish();
+            std::fs::write(out.out.join("kl.json"), serde_json::to_string_pretty(&serde_json::json!({"fixed_temperature": report, "matched_entropy": matched}))?)?;
+            std::fs::write(out.out.join("kl.md"), kl_table(&report) + "\n" + &matched_table(&matched))?;
+            std::fs::write(out.out.join("kl-matched.svg"), matched_plot(&matched))?;
             let colors = ["#1f77b4", "#d62728", "#2ca02c"];
             for (knob, points) in &report.sweeps {
                 let xs: Vec<String> = points.iter().filter(|p| p.toe_shape == "log").map(|p| p.value.clone()).collect();
@@ -389,6 +416,7 @@ fn eval(cmd: EvalCmd) -> anyhow::Result<()> {
                         })
                         .collect(),
                     reference: with_ref.then(|| (f(&report.temperature_only), "temperature")),
+                    log_y: title.starts_with("tail"),
                 };
                 let panels = [
                     measure("KL(temperature ‖ HLG), nats", |s| s.kl, false),
@@ -543,6 +571,48 @@ fn diversity_plot(results: &[mistralrs_hlg::eval::diversity::MethodResult], leve
         }
     }
     s + "</svg>\n"
+}
+
+/// The matched sweep as a Markdown table.
+fn matched_table(m: &mistralrs_hlg::eval::kl::Matched) -> String {
+    let mut s = format!("At matched entropy: every point at the temperature giving plain temperature's mean entropy at T = {} ({:.3} nats on every third position).\n\n", m.level, m.target_entropy);
+    s += "| knob | value | method | T | entropy | top mass | tail mass |\n| --- | --- | --- | --- | --- | --- | --- |\n";
+    for p in &m.baselines {
+        s += &format!("| baseline | | {} | {:.3} | {:.3} | {:.3} | {:.2e} |\n", p.method, p.t, p.mean.entropy, p.mean.top_mass, p.mean.tail_mass);
+    }
+    for (knob, points) in &m.sweeps {
+        for p in points {
+            s += &format!("| {knob} | {} | {} | {:.3} | {:.3} | {:.3} | {:.2e} |\n", p.value, p.method, p.t, p.mean.entropy, p.mean.top_mass, p.mean.tail_mass);
+        }
+    }
+    s
+}
+
+/// Tail and top mass at matched entropy, per knob: one row of two panels per knob.
+fn matched_plot(m: &mistralrs_hlg::eval::kl::Matched) -> String {
+    use mistralrs_hlg::eval::plot;
+    let colors = ["#1f77b4", "#d62728", "#2ca02c"];
+    let base = |name: &str| m.baselines.iter().find(|p| p.method.starts_with(name)).map(|p| p.mean);
+    let temp = base("temperature").unwrap_or_default();
+    let mut panels = vec![];
+    for (knob, points) in &m.sweeps {
+        let xs: Vec<String> = points.iter().filter(|p| p.method == "log").map(|p| p.value.clone()).collect();
+        for (what, f) in [("tail mass", (|s: &mistralrs_hlg::eval::metrics::Stats| s.tail_mass) as fn(&_) -> f64), ("top-token mass", |s| s.top_mass)] {
+            panels.push(plot::Panel {
+                title: format!("{knob}: {what}"),
+                xs: xs.clone(),
+                series: ToeShape::ALL
+                    .iter()
+                    .enumerate()
+                    .map(|(i, sh)| plot::Series { name: sh.name(), color: colors[i], ys: points.iter().filter(|p| p.method == sh.name()).map(|p| Some(f(&p.mean))).collect() })
+                    .collect(),
+                reference: Some((f(&temp), "temperature")),
+                log_y: what == "tail mass",
+            });
+        }
+    }
+    let title = format!("at plain temperature's entropy at T = {}; tail mass: top-p 0.9 {:.1e}, min-p 0.05 {:.1e}", m.level, base("top_p").unwrap_or_default().tail_mass, base("min_p").unwrap_or_default().tail_mass);
+    plot::grid(&title, &panels, 2)
 }
 
 /// The characterisation as a Markdown table.

@@ -4,7 +4,9 @@
 use serde::Serialize;
 
 use super::capture::Capture;
+use super::diversity::{MIN_P, TOP_P};
 use super::metrics::Stats;
+use super::sampler::{match_entropy, Sampler};
 use crate::config::RawValue;
 use crate::{HlgConfig, HlgCurve, ToeShape};
 
@@ -72,6 +74,16 @@ fn text(v: &RawValue) -> String {
 /// Mean [`Stats`] of `curve` over every row of `capture` at temperature `t`, on up to
 /// `threads` threads.
 pub fn mean_stats(capture: &Capture, curve: Option<&HlgCurve>, t: f64, threads: usize) -> Stats {
+    mean_stats_with(capture, |y| {
+        if let Some(c) = curve {
+            c.apply(y)
+        }
+    }, t, threads)
+}
+
+/// Mean [`Stats`] of the logits `transform` gives, over every row of `capture`, at `t`.
+pub fn mean_stats_with(capture: &Capture, transform: impl Fn(&mut [f32]) + Sync, t: f64, threads: usize) -> Stats {
+    let transform = &transform;
     let n = capture.rows.len();
     let per = n.div_ceil(threads.max(1)).max(1);
     let parts: Vec<Vec<Stats>> = std::thread::scope(|s| {
@@ -84,9 +96,7 @@ pub fn mean_stats(capture: &Capture, curve: Option<&HlgCurve>, t: f64, threads: 
                         .filter_map(|i| {
                             let x = capture.row(i);
                             y.copy_from_slice(x);
-                            if let Some(c) = curve {
-                                c.apply(&mut y);
-                            }
+                            transform(&mut y);
                             Stats::of(x, &y, t)
                         })
                         .collect::<Vec<_>>()
@@ -121,4 +131,76 @@ pub fn characterise(capture: &Capture, base: &HlgConfig, t: f64, threads: usize,
         report.sweeps.push((sweep.knob.to_string(), points));
     }
     Ok(report)
+}
+
+/// One point at matched entropy: the temperature that gives the sampler the target mean
+/// entropy, and the measures there.
+#[derive(Clone, Debug, Serialize)]
+pub struct MatchedPoint {
+    /// The knob's value (empty for a baseline).
+    pub value: String,
+    /// The method: a toe shape, or a baseline's name.
+    pub method: String,
+    /// The matched temperature.
+    pub t: f64,
+    /// Means over every captured position at `t` (`kl` is against plain temperature at
+    /// the same `t`).
+    pub mean: Stats,
+}
+
+/// Every sweep again, each point at the temperature that matches plain temperature's
+/// mean entropy at `level`: what each knob does to the tail and the top at equal entropy.
+#[derive(Clone, Debug, Serialize)]
+pub struct Matched {
+    /// Plain temperature's temperature defining the target.
+    pub level: f64,
+    /// The target mean entropy.
+    pub target_entropy: f64,
+    /// Plain temperature, top-p and min-p at the target.
+    pub baselines: Vec<MatchedPoint>,
+    /// Per knob, every value × toe shape.
+    pub sweeps: Vec<(String, Vec<MatchedPoint>)>,
+}
+
+/// The temperatures are found by bisection on every third position (speed), the measures
+/// taken on all of them.
+pub fn characterise_matched(capture: &Capture, base: &HlgConfig, level: f64, threads: usize, mut progress: impl FnMut(usize, usize)) -> anyhow::Result<Matched> {
+    let sub: Vec<usize> = (0..capture.rows.len()).step_by(3).collect();
+    let rows = || sub.iter().map(|&i| capture.row(i));
+    // The target on the same subsample the bisection measures.
+    let target_entropy = super::sampler::mean_entropy(&Sampler::Temperature { t: level }, rows());
+    let at = |s: &Sampler, value: String| {
+        let t = match s {
+            Sampler::Temperature { .. } => level,
+            _ => match_entropy(s, target_entropy, rows, 0.05, 8.0).0,
+        };
+        let s = s.at(t);
+        MatchedPoint { value, method: s.name(), t, mean: mean_stats_with(capture, |y| s.transform(y), t, threads) }
+    };
+    let baselines = vec![
+        at(&Sampler::Temperature { t: level }, String::new()),
+        at(&Sampler::TopP { t: level, p: TOP_P }, String::new()),
+        at(&Sampler::MinP { t: level, min_p: MIN_P }, String::new()),
+    ];
+    let sweeps = sweeps();
+    let total: usize = sweeps.iter().map(|s| s.values.len() * ToeShape::ALL.len()).sum();
+    let mut done = 0;
+    let mut out = Matched { level, target_entropy, baselines, sweeps: vec![] };
+    for sweep in sweeps {
+        let mut points = vec![];
+        for v in &sweep.values {
+            for shape in ToeShape::ALL {
+                let mut cfg = base.clone();
+                cfg.set(sweep.knob, v.clone())?;
+                cfg.set("toe_shape", RawValue::Str(shape.name().into()))?;
+                let mut p = at(&Sampler::Hlg { t: level, hlg: cfg.resolved(true) }, text(v));
+                p.method = shape.name().to_string();
+                points.push(p);
+                done += 1;
+                progress(done, total);
+            }
+        }
+        out.sweeps.push((sweep.knob.to_string(), points));
+    }
+    Ok(out)
 }
