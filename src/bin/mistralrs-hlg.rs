@@ -385,17 +385,18 @@ fn eval(cmd: EvalCmd) -> anyhow::Result<()> {
             }
             let base = hlg.defaults().map_err(anyhow::Error::msg)?;
             let c = capture::Capture::load(&out.out.join("capture"))?;
+            let to = |bar: &indicatif::ProgressBar| {
+                let bar = bar.clone();
+                move |done: usize, total: usize| {
+                    bar.set_length(total as u64);
+                    bar.set_position(done as u64);
+                }
+            };
             let bar = progress(0, "kl");
-            let report = kl::characterise(&c, &base, temperature, 2, |done, total| {
-                bar.set_length(total as u64);
-                bar.set_position(done as u64);
-            })?;
+            let report = kl::characterise(&c, &base, temperature, 2, to(&bar))?;
             bar.finish();
             let bar = progress(0, "kl matched");
-            let matched = kl::characterise_matched(&c, &base, level, 2, |done, total| {
-                bar.set_length(total as u64);
-                bar.set_position(done as u64);
-            })?;
+            let matched = kl::characterise_matched(&c, &base, level, 2, to(&bar))?;
             bar.finish();
             std::fs::write(out.out.join("kl.json"), serde_json::to_string_pretty(&serde_json::json!({"fixed_temperature": report, "matched_entropy": matched}))?)?;
             std::fs::write(out.out.join("kl.md"), kl_table(&report) + "\n" + &matched_table(&matched))?;

@@ -37,6 +37,26 @@ pub fn sweeps() -> Vec<Sweep> {
     ]
 }
 
+/// Every point of every sweep: per knob, `(value as text, toe shape, the curve's settings)`
+/// for each value × toe shape, from `base`.
+pub fn sweep_configs(base: &HlgConfig) -> anyhow::Result<Vec<(&'static str, Vec<(String, ToeShape, HlgConfig)>)>> {
+    sweeps()
+        .into_iter()
+        .map(|sweep| {
+            let mut points = vec![];
+            for v in &sweep.values {
+                for shape in ToeShape::ALL {
+                    let mut cfg = base.clone();
+                    cfg.set(sweep.knob, v.clone())?;
+                    cfg.set("toe_shape", RawValue::Str(shape.name().into()))?;
+                    points.push((text(v), shape, cfg.resolved(true)));
+                }
+            }
+            Ok((sweep.knob, points))
+        })
+        .collect()
+}
+
 /// One point of a sweep: the knob's value, the toe shape, the mean measures.
 #[derive(Clone, Debug, Serialize)]
 pub struct Point {
@@ -111,24 +131,19 @@ pub fn mean_stats_with(capture: &Capture, transform: impl Fn(&mut [f32]) + Sync,
 /// Runs every sweep over `capture` at temperature `t`, from `base` (the other knobs'
 /// values). `progress(done, total)` after each point.
 pub fn characterise(capture: &Capture, base: &HlgConfig, t: f64, threads: usize, mut progress: impl FnMut(usize, usize)) -> anyhow::Result<Report> {
-    let sweeps = sweeps();
-    let total: usize = sweeps.iter().map(|s| s.values.len() * ToeShape::ALL.len()).sum();
+    let configs = sweep_configs(base)?;
+    let total: usize = configs.iter().map(|(_, p)| p.len()).sum();
     let mut done = 0;
     let mut report = Report { temperature: t, positions: capture.rows.len(), temperature_only: mean_stats(capture, None, t, threads), sweeps: vec![] };
-    for sweep in sweeps {
+    for (knob, configs) in configs {
         let mut points = vec![];
-        for v in &sweep.values {
-            for shape in ToeShape::ALL {
-                let mut cfg = base.clone();
-                cfg.set(sweep.knob, v.clone())?;
-                cfg.set("toe_shape", RawValue::Str(shape.name().into()))?;
-                let curve = cfg.curve();
-                points.push(Point { value: text(v), toe_shape: shape.name(), curve: cfg.resolved(true), mean: mean_stats(capture, Some(&curve), t, threads) });
-                done += 1;
-                progress(done, total);
-            }
+        for (value, shape, cfg) in configs {
+            let curve = cfg.curve();
+            points.push(Point { value, toe_shape: shape.name(), curve: cfg, mean: mean_stats(capture, Some(&curve), t, threads) });
+            done += 1;
+            progress(done, total);
         }
-        report.sweeps.push((sweep.knob.to_string(), points));
+        report.sweeps.push((knob.to_string(), points));
     }
     Ok(report)
 }
@@ -182,25 +197,20 @@ pub fn characterise_matched(capture: &Capture, base: &HlgConfig, level: f64, thr
         at(&Sampler::TopP { t: level, p: TOP_P }, String::new()),
         at(&Sampler::MinP { t: level, min_p: MIN_P }, String::new()),
     ];
-    let sweeps = sweeps();
-    let total: usize = sweeps.iter().map(|s| s.values.len() * ToeShape::ALL.len()).sum();
+    let configs = sweep_configs(base)?;
+    let total: usize = configs.iter().map(|(_, p)| p.len()).sum();
     let mut done = 0;
     let mut out = Matched { level, target_entropy, baselines, sweeps: vec![] };
-    for sweep in sweeps {
+    for (knob, configs) in configs {
         let mut points = vec![];
-        for v in &sweep.values {
-            for shape in ToeShape::ALL {
-                let mut cfg = base.clone();
-                cfg.set(sweep.knob, v.clone())?;
-                cfg.set("toe_shape", RawValue::Str(shape.name().into()))?;
-                let mut p = at(&Sampler::Hlg { t: level, hlg: cfg.resolved(true) }, text(v));
-                p.method = shape.name().to_string();
-                points.push(p);
-                done += 1;
-                progress(done, total);
-            }
+        for (value, shape, hlg) in configs {
+            let mut p = at(&Sampler::Hlg { t: level, hlg }, value);
+            p.method = shape.name().to_string();
+            points.push(p);
+            done += 1;
+            progress(done, total);
         }
-        out.sweeps.push((sweep.knob.to_string(), points));
+        out.sweeps.push((knob.to_string(), points));
     }
     Ok(out)
 }
