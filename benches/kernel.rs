@@ -53,7 +53,8 @@ fn bench(c: &mut Criterion) {
             })
         });
 
-        let top = HlgCurve::default();
+        // The shipped knobs, each toe shape named explicitly.
+        let top = HlgCurve::default().with_toe_shape(ToeShape::Log);
         let mut curves = vec![
             ("hlg_top_log", top),
             ("hlg_top_quadratic", top.with_toe_shape(ToeShape::Quadratic)),

@@ -126,7 +126,7 @@ pub(crate) fn render_number(v: f64) -> String {
 /// let curve = cfg.curve();
 /// assert_eq!(curve.toe(), Some(3.5));
 /// assert_eq!(curve.toe_shape(), ToeShape::Exp);
-/// assert_eq!(curve.width(), Some(4.0)); // built-in default
+/// assert_eq!(curve.width(), Some(3.0)); // built-in default
 ///
 /// let off: HlgConfig = serde_json::from_str("false")?;
 /// assert_eq!(off.enabled(), Some(false));

@@ -99,9 +99,9 @@ fn precedence_request_over_server_over_builtin() {
     {
       "enabled": false,
       "pivot": "median",
-      "pivot_offset": 6.0,
+      "pivot_offset": 4.0,
       "width": "off",
-      "shoulder": 4.0,
+      "shoulder": 2.0,
       "toe": 1.5,
       "toe_shape": "exp"
     }

@@ -15,7 +15,7 @@ async fn the_evaluation_pipeline_measures_what_it_says() {
     let model = capture::load_model(None).await.unwrap();
 
     // Capture: every 2nd of 6 steps, two prompts.
-    let cfg = CaptureConfig { max_tokens: 6, every: 2, temperature: 1.0 };
+    let cfg = CaptureConfig { max_tokens: 6, every: 2, temperature: 1.0, dequantized: capture::weights_dequantized() };
     let c = capture::capture(&model, &prompts::OPEN_ENDED[..2], &cfg, |_| {}).await.unwrap();
     assert_eq!(c.vocab, 49152);
     assert!(c.rows.len() >= 2 && c.rows.len() <= 6, "{:?}", c.rows);
@@ -65,7 +65,7 @@ async fn the_evaluation_pipeline_measures_what_it_says() {
 
     // Guardrail: the scorer on the model's greedy answers agrees with a by-hand check of
     // the replies it recorded.
-    let acc = guardrail::run(&model, &guardrail::TASKS[..3], None, 6, || {}).await.unwrap();
+    let acc = guardrail::run(&model, &guardrail::TASKS[..3], None, 1, 6, || {}).await.unwrap();
     assert_eq!(acc.items, 3);
     for ((ok, reply), task) in acc.replies.iter().zip(guardrail::TASKS) {
         let first = reply.lines().find(|l| !l.trim().is_empty()).unwrap_or("").to_lowercase();

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use candle_core::Tensor;
 use mistralrs::{GgufModelBuilder, RequestBuilder, TextMessageRole, TokenSource};
-use mistralrs_hlg::{HlgCurve, ToeShape};
+use mistralrs_hlg::{HlgCurve, Pivot, ToeShape};
 use mistralrs_hlg_integration_tests::PROMPTS;
 
 /// Logits as the processor sees them, for greedy continuations of the prompt set.
@@ -59,18 +59,22 @@ async fn toe_shapes_move_the_tail_the_stated_way() {
     assert!(logits.len() >= 30, "captured {} positions", logits.len());
     assert_eq!(logits[0].len(), 49152, "vocabulary");
     for t in [0.7, 1.0] {
-        // The toe alone (shoulder off): every toe token lies more than 10 nats below the
-        // top, so it is a tail token, and the direction holds at every position.
-        let toe_only: Vec<HlgCurve> =
-            ToeShape::ALL.iter().map(|s| HlgCurve::default().with_toe_shape(*s).with_shoulder(None).unwrap()).collect();
-        // The default knobs: the shoulder lowers the top, which raises everything else.
+        // The toe alone (shoulder off), its knee 10 nats below the top (offset 6, width 4,
+        // toe 6): every token the toe moves has base probability below e^-10 < 1e-4, so it
+        // is a tail token, and the direction holds at every position.
+        let toe_only: Vec<HlgCurve> = ToeShape::ALL
+            .iter()
+            .map(|s| HlgCurve::new(Pivot::Top { offset: 6.0 }, Some(4.0), None, Some(6.0), *s).unwrap())
+            .collect();
+        // The shipped knobs with each toe shape (reported, not asserted: their knee is
+        // 7 nats below the top and the shoulder lowers the top).
         let defaults: Vec<HlgCurve> = ToeShape::ALL.iter().map(|s| HlgCurve::default().with_toe_shape(*s)).collect();
         let (plain, alone) = tail_masses(&logits, t, &toe_only);
         let (_, with_shoulder) = tail_masses(&logits, t, &defaults);
         println!("T = {t}: tail mass (base p < 1e-4), mean over {} positions: plain temperature {plain:.5}", logits.len());
         for (i, s) in ToeShape::ALL.iter().enumerate() {
             println!(
-                "  {:>9} toe: alone {:.5} ({:+.1}%), with the default shoulder {:.5} ({:+.1}%)",
+                "  {:>9} toe: alone {:.5} ({:+.1}%), with the shipped knobs {:.5} ({:+.1}%)",
                 s.name(),
                 alone[i],
                 (alone[i] / plain - 1.0) * 100.0,

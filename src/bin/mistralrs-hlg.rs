@@ -24,8 +24,19 @@ enum Cmd {
     /// Print the curve g₁(z) for each toe shape as a table, or draw it as SVG.
     Curve(CurveArgs),
     /// The evaluation (docs/RESULTS.md): logit capture, KL characterisation, ...
+    Eval(EvalArgs),
+}
+
+#[derive(Args)]
+struct EvalArgs {
+    /// Run the model on its quantized GGUF blocks. By default the evaluation has candle
+    /// dequantize the weights to f32 at load (CANDLE_DEQUANTIZE_ALL=1): the same weights,
+    /// about 3× faster here, because candle 0.10 has no SIMD kernel for Q4_1 (the embedded
+    /// model's type) and uses its Q8_0 one only when AVX2 is enabled at compile time.
+    #[arg(long, global = true)]
+    quantized: bool,
     #[command(subcommand)]
-    Eval(EvalCmd),
+    cmd: EvalCmd,
 }
 
 #[derive(Subcommand)]
@@ -72,7 +83,9 @@ enum EvalCmd {
     /// Diversity at matched entropy: temperature, top-p 0.9, min-p 0.05 and HLG (each toe
     /// shape), each at the temperature that gives it plain temperature's mean entropy at
     /// --level (matched on the captured logits); open-ended prompts × --samples each.
-    /// OUT/diversity.json, OUT/diversity.md, OUT/diversity.svg.
+    /// OUT/diversity.json, OUT/diversity.md, OUT/diversity.svg: a run adds its level to
+    /// those already there (same sizes), and the plot joins each method's levels into
+    /// its diversity–quality frontier.
     Diversity {
         #[command(flatten)]
         online: Online,
@@ -103,6 +116,9 @@ enum EvalCmd {
         /// Use only the first N items.
         #[arg(long)]
         items: Option<usize>,
+        /// Samples per item for the sampled methods (greedy answers once).
+        #[arg(long, default_value_t = 1)]
+        samples: usize,
     },
     /// Decode tokens/s and prompt time: HLG on vs off vs the host's top-p 0.9, rounds
     /// alternated. OUT/perf.json, OUT/perf.md.
@@ -358,14 +374,14 @@ fn eval(cmd: EvalCmd) -> anyhow::Result<()> {
             for step in ["capture", "kl", "diversity", "guardrail", "perf"] {
                 eprintln!("=== eval {step}");
                 let argv = ["mistralrs-hlg".as_ref(), "eval".as_ref(), step.as_ref(), "--out".as_ref(), out.out.as_os_str()];
-                if let Cmd::Eval(cmd) = Cli::try_parse_from(argv)?.cmd {
-                    eval(cmd)?;
+                if let Cmd::Eval(args) = Cli::try_parse_from(argv)?.cmd {
+                    eval(args.cmd)?;
                 }
             }
             Ok(())
         }
         EvalCmd::Capture { out, model, max_tokens, every, temperature } => {
-            let config = capture::CaptureConfig { max_tokens, every, temperature };
+            let config = capture::CaptureConfig { max_tokens, every, temperature, dequantized: capture::weights_dequantized() };
             let prompts = prompts::OPEN_ENDED;
             let c = tokio::runtime::Runtime::new()?.block_on(async {
                 let m = capture::load_model(model.as_deref()).await?;
@@ -438,6 +454,13 @@ fn eval(cmd: EvalCmd) -> anyhow::Result<()> {
             }
             let hlg = online.hlg.defaults().map_err(anyhow::Error::msg)?;
             let c = capture::Capture::load(&online.out.out.join("capture"))?;
+            if c.config.dequantized != capture::weights_dequantized() {
+                eprintln!(
+                    "warning: the capture ran with {} weights, this run with {}: the matched temperatures come from the other arithmetic (run `eval capture` again)",
+                    if c.config.dequantized { "dequantized" } else { "quantized" },
+                    if capture::weights_dequantized() { "dequantized" } else { "quantized" },
+                );
+            }
             let methods = diversity::matched(&c, level, &hlg)?;
             for (s, h) in &methods {
                 eprintln!("{:<18} T = {:.4}  offline mean entropy {h:.4}", s.name(), s.temperature());
@@ -455,17 +478,23 @@ fn eval(cmd: EvalCmd) -> anyhow::Result<()> {
             })?;
             let dir = &online.out.out;
             std::fs::create_dir_all(dir)?;
-            let doc = serde_json::json!({"level": level, "prompts": ps.len(), "samples": samples, "max_tokens": max_tokens, "methods": results});
-            std::fs::write(dir.join("diversity.json"), serde_json::to_string_pretty(&doc)?)?;
-            std::fs::write(dir.join("diversity.md"), diversity_table(&results, level))?;
-            std::fs::write(dir.join("diversity.svg"), diversity_plot(&results, level))?;
+            let path = dir.join("diversity.json");
+            let previous = std::fs::read_to_string(&path).ok();
+            let level = diversity::Level { level, methods: results };
+            let (doc, kept) = diversity::Doc::merged(previous.as_deref(), ps.len(), samples, max_tokens, level);
+            if previous.is_some() && !kept {
+                eprintln!("note: {} held another run size (or was unreadable): replaced, not merged", path.display());
+            }
+            std::fs::write(&path, serde_json::to_string_pretty(&doc)?)?;
+            std::fs::write(dir.join("diversity.md"), diversity_table(&doc))?;
+            std::fs::write(dir.join("diversity.svg"), diversity_plot(&doc))?;
             eprintln!("diversity.json, diversity.md, diversity.svg → {}", dir.display());
             Ok(())
         }
-        EvalCmd::Guardrail { online, temperatures, max_tokens, items } => {
+        EvalCmd::Guardrail { online, temperatures, max_tokens, items, samples } => {
             use mistralrs_hlg::eval::{guardrail, sampler::Sampler};
-            if temperatures.iter().any(|t| !(*t > 0.0 && t.is_finite())) || max_tokens == 0 {
-                bail!("--temperatures must be numbers > 0; --max-tokens at least 1");
+            if temperatures.iter().any(|t| !(*t > 0.0 && t.is_finite())) || max_tokens == 0 || samples == 0 {
+                bail!("--temperatures must be numbers > 0; --max-tokens and --samples at least 1");
             }
             let hlg = online.hlg.defaults().map_err(anyhow::Error::msg)?;
             let mut samplers: Vec<Option<Sampler>> = vec![None];
@@ -482,10 +511,10 @@ fn eval(cmd: EvalCmd) -> anyhow::Result<()> {
             let n = items.unwrap_or(guardrail::TASKS.len()).min(guardrail::TASKS.len());
             let results = tokio::runtime::Runtime::new()?.block_on(async {
                 let m = capture::load_model(online.model.as_deref()).await?;
-                let bar = progress(samplers.len() * n, "guardrail");
+                let bar = progress((1 + (samplers.len() - 1) * samples) * n, "guardrail");
                 let mut out = vec![];
                 for s in &samplers {
-                    out.push(guardrail::run(&m, &guardrail::TASKS[..n], s.as_ref(), max_tokens, || bar.inc(1)).await?);
+                    out.push(guardrail::run(&m, &guardrail::TASKS[..n], s.as_ref(), samples, max_tokens, || bar.inc(1)).await?);
                 }
                 bar.finish();
                 anyhow::Ok(out)
@@ -493,9 +522,19 @@ fn eval(cmd: EvalCmd) -> anyhow::Result<()> {
             let dir = &online.out.out;
             std::fs::create_dir_all(dir)?;
             std::fs::write(dir.join("guardrail.json"), serde_json::to_string_pretty(&results)?)?;
-            let mut md = format!("{n} items, {max_tokens} tokens per answer, one sample per item; 95 % Wilson intervals.\n\n| method | correct | accuracy | 95 % CI |\n| --- | --- | --- | --- |\n");
+            let ci = if samples == 1 { "Wilson intervals".to_string() } else { format!("{samples} samples per item (greedy: one), intervals over items") };
+            let mut md = format!("{n} items, {max_tokens} tokens per answer; 95 % {ci}. The last column: the method's accuracy minus plain temperature's at the same T, item by item (mean and 95 % interval over items).\n\n| method | correct | accuracy | 95 % CI | − temperature, paired |\n| --- | --- | --- | --- | --- |\n");
             for a in &results {
-                md += &format!("| {} | {}/{} | {:.3} | {:.3}–{:.3} |\n", a.name, a.correct, a.items, a.correct as f64 / a.items as f64, a.ci95.0, a.ci95.1);
+                let t = a.sampler.as_ref().map(|s| s.temperature());
+                let plain = results.iter().find(|b| matches!(b.sampler, Some(Sampler::Temperature { t: bt }) if Some(bt) == t));
+                let diff = match plain {
+                    Some(p) if !std::ptr::eq(p, a) => {
+                        let (d, (lo, hi)) = guardrail::paired_difference(a, p);
+                        format!("{d:+.3} ({lo:+.3} to {hi:+.3})")
+                    }
+                    _ => String::new(),
+                };
+                md += &format!("| {} | {}/{} | {:.3} | {:.3}–{:.3} | {diff} |\n", a.name, a.correct, a.items * a.samples, a.rate(), a.ci95.0, a.ci95.1);
             }
             std::fs::write(dir.join("guardrail.md"), md)?;
             eprintln!("guardrail.json, guardrail.md → {}", dir.display());
@@ -529,46 +568,84 @@ fn eval(cmd: EvalCmd) -> anyhow::Result<()> {
     }
 }
 
-fn diversity_table(results: &[mistralrs_hlg::eval::diversity::MethodResult], level: f64) -> String {
-    let mut s = format!("Entropy matched to plain temperature at T = {level} (on the captured logits). ± is one standard error over prompts.\n\n");
-    s += "| method | T | entropy offline / online | distinct-1 | distinct-2 | distinct-3 | self-BLEU | pooled word entropy | tail-garbage rate | mean base log-prob | tokens |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
-    for r in results {
-        s += &format!(
-            "| {} | {:.3} | {:.3} / {:.3} | {:.3} | {:.3} ± {:.3} | {:.3} | {:.3} ± {:.3} | {:.3} | {:.4} ± {:.4} | {:.3} | {} |\n",
-            r.name, r.sampler.temperature(), r.offline_entropy, r.online_entropy, r.distinct[0], r.distinct[1], r.stderr[0], r.distinct[2], r.self_bleu, r.stderr[1], r.pooled_entropy, r.tail_garbage_rate, r.stderr[2], r.mean_base_logprob, r.tokens
-        );
+fn diversity_table(doc: &mistralrs_hlg::eval::diversity::Doc) -> String {
+    let mut s = format!(
+        "{} prompts × {} samples × {} tokens per method. Each level: every method at the temperature that gives it plain temperature's mean entropy at T = level (on the captured logits). ± is one standard error over prompts.\n",
+        doc.prompts, doc.samples, doc.max_tokens
+    );
+    for l in &doc.levels {
+        s += &format!("\n### Level T = {}\n\n", l.level);
+        s += "| method | T | entropy offline / online | distinct-1 | distinct-2 | distinct-3 | self-BLEU | pooled word entropy | tail-garbage rate | mean base log-prob | tokens |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
+        for r in &l.methods {
+            s += &format!(
+                "| {} | {:.3} | {:.3} / {:.3} | {:.3} | {:.3} ± {:.3} | {:.3} | {:.3} ± {:.3} | {:.3} | {:.4} ± {:.4} | {:.3} | {} |\n",
+                r.name, r.sampler.temperature(), r.offline_entropy, r.online_entropy, r.distinct[0], r.distinct[1], r.stderr[0], r.distinct[2], r.self_bleu, r.stderr[1], r.pooled_entropy, r.tail_garbage_rate, r.stderr[2], r.mean_base_logprob, r.tokens
+            );
+        }
     }
     s
 }
 
-/// Diversity against quality, one point per method: distinct-2 and 1 − self-BLEU against
-/// the tail-garbage rate and the mean base log-probability.
-fn diversity_plot(results: &[mistralrs_hlg::eval::diversity::MethodResult], level: f64) -> String {
-    let (w, h, pad) = (720.0, 330.0, 50.0);
+/// The diversity–quality frontier: distinct-2 and 1 − self-BLEU against the tail-garbage
+/// rate and the mean base log-probability, one point per method and level, each method's
+/// levels joined by a line (one level: points only).
+fn diversity_plot(doc: &mistralrs_hlg::eval::diversity::Doc) -> String {
+    use mistralrs_hlg::eval::diversity::MethodResult;
+    let (w, h, pad) = (760.0, 360.0, 50.0);
     let colors = ["#555", "#9467bd", "#8c564b", "#1f77b4", "#d62728", "#2ca02c"];
-    let mut s = format!(r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11"><rect width="100%" height="100%" fill="white"/><text x="10" y="16" font-size="13">diversity vs quality at matched entropy (plain temperature's at T = {level})</text>"#);
-    let panels: [(&str, &str, fn(&mistralrs_hlg::eval::diversity::MethodResult) -> (f64, f64)); 2] = [
+    let levels: Vec<String> = doc.levels.iter().map(|l| l.level.to_string()).collect();
+    let mut s = format!(
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11"><rect width="100%" height="100%" fill="white"/><text x="10" y="16" font-size="13">diversity vs quality at matched entropy (levels T = {}; small labels: the level)</text>"#,
+        levels.join(", ")
+    );
+    // Method names in the order of first appearance.
+    let mut names: Vec<&str> = vec![];
+    for l in &doc.levels {
+        for m in &l.methods {
+            if !names.contains(&m.name.as_str()) {
+                names.push(&m.name);
+            }
+        }
+    }
+    let panels: [(&str, &str, fn(&MethodResult) -> (f64, f64)); 2] = [
         ("tail-garbage rate (lower: better)", "distinct-2", |r| (r.tail_garbage_rate, r.distinct[1])),
         ("mean base log-prob (higher: better)", "1 − self-BLEU", |r| (r.mean_base_logprob, 1.0 - r.self_bleu)),
     ];
     for (k, (xl, yl, f)) in panels.iter().enumerate() {
         let ox = k as f64 * w / 2.0;
         let (l, r, t, b) = (ox + pad, ox + w / 2.0 - 20.0, 40.0, h - pad);
-        let pts: Vec<(f64, f64)> = results.iter().map(f).collect();
+        let all: Vec<(f64, f64)> = doc.levels.iter().flat_map(|lv| lv.methods.iter().map(f)).collect();
         let span = |v: Vec<f64>| {
             let (lo, hi) = v.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| (a.min(x), b.max(x)));
             let m = ((hi - lo) * 0.15).max(1e-9);
             (lo - m, hi + m)
         };
-        let (x0, x1) = span(pts.iter().map(|p| p.0).collect());
-        let (y0, y1) = span(pts.iter().map(|p| p.1).collect());
+        let (x0, x1) = span(all.iter().map(|p| p.0).collect());
+        let (y0, y1) = span(all.iter().map(|p| p.1).collect());
         let px = |x: f64| l + (r - l) * (x - x0) / (x1 - x0);
         let py = |y: f64| b - (b - t) * (y - y0) / (y1 - y0);
         s += &format!(r##"<rect x="{l}" y="{t}" width="{:.1}" height="{:.1}" fill="none" stroke="#bbb"/><text x="{:.1}" y="{:.1}" text-anchor="middle">{xl}</text><text x="{:.1}" y="{:.1}" text-anchor="end">{yl}</text>"##, r - l, b - t, (l + r) / 2.0, b + 30.0, l + 60.0, t - 4.0);
         s += &format!(r#"<text x="{l}" y="{:.1}">{x0:.3}</text><text x="{r}" y="{:.1}" text-anchor="end">{x1:.3}</text><text x="{:.1}" y="{b}" text-anchor="end">{y0:.3}</text><text x="{:.1}" y="{:.1}" text-anchor="end">{y1:.3}</text>"#, b + 14.0, b + 14.0, l - 3.0, l - 3.0, t + 9.0);
-        for (i, ((x, y), res)) in pts.iter().zip(results).enumerate() {
+        for (i, name) in names.iter().enumerate() {
             let c = colors[i % colors.len()];
-            s += &format!(r#"<circle cx="{:.1}" cy="{:.1}" r="5" fill="{c}"/><text x="{:.1}" y="{:.1}" fill="{c}">{}</text>"#, px(*x), py(*y), px(*x) + 7.0, py(*y) + 4.0, res.name);
+            let pts: Vec<(f64, f64, f64)> = doc
+                .levels
+                .iter()
+                .filter_map(|lv| lv.methods.iter().find(|m| m.name == *name).map(|m| (lv.level, f(m).0, f(m).1)))
+                .collect();
+            if pts.len() > 1 {
+                let line: Vec<String> = pts.iter().map(|(_, x, y)| format!("{:.1},{:.1}", px(*x), py(*y))).collect();
+                s += &format!(r#"<polyline points="{}" fill="none" stroke="{c}" stroke-width="1.5"/>"#, line.join(" "));
+            }
+            for (j, (lv, x, y)) in pts.iter().enumerate() {
+                s += &format!(r#"<circle cx="{:.1}" cy="{:.1}" r="4" fill="{c}"/>"#, px(*x), py(*y));
+                if pts.len() > 1 {
+                    s += &format!(r#"<text x="{:.1}" y="{:.1}" fill="{c}" font-size="9">{lv}</text>"#, px(*x) + 5.0, py(*y) - 5.0);
+                }
+                if j + 1 == pts.len() {
+                    s += &format!(r#"<text x="{:.1}" y="{:.1}" fill="{c}">{name}</text>"#, px(*x) + 7.0, py(*y) + 10.0);
+                }
+            }
         }
     }
     s + "</svg>\n"
@@ -641,7 +718,14 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Cmd::Curve(args) => curve(args),
-        Cmd::Eval(cmd) => eval(cmd),
+        Cmd::Eval(args) => {
+            // Before any thread exists: candle reads this once per thread, at its first
+            // quantized matmul.
+            if !args.quantized && std::env::var_os("CANDLE_DEQUANTIZE_ALL").is_none() {
+                std::env::set_var("CANDLE_DEQUANTIZE_ALL", "1");
+            }
+            eval(args.cmd)
+        }
     }
 }
 

@@ -19,11 +19,21 @@ pub struct CaptureConfig {
     pub every: usize,
     /// Sampling temperature of the generations (plain temperature, no other filter).
     pub temperature: f64,
+    /// The GGUF weights were dequantized to f32 at load ([`weights_dequantized`]).
+    #[serde(default)]
+    pub dequantized: bool,
+}
+
+/// True when candle dequantizes GGUF weights at load (`CANDLE_DEQUANTIZE_ALL` set and not
+/// `0`/`false`, as candle reads it): the model's matmuls then run in f32 on the same
+/// weights instead of on the quantized blocks.
+pub fn weights_dequantized() -> bool {
+    std::env::var("CANDLE_DEQUANTIZE_ALL").is_ok_and(|v| !matches!(v.as_str(), "0" | "false"))
 }
 
 impl Default for CaptureConfig {
     fn default() -> Self {
-        CaptureConfig { max_tokens: 48, every: 4, temperature: 1.0 }
+        CaptureConfig { max_tokens: 48, every: 4, temperature: 1.0, dequantized: false }
     }
 }
 

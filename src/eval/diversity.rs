@@ -3,7 +3,7 @@
 //! bisection) so that its mean entropy equals plain temperature's at the target level;
 //! then each samples the open-ended prompts, one `n = 1` request after another.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::capture::Capture;
 use super::generate::{generate, Trace};
@@ -40,7 +40,7 @@ pub fn matched(capture: &Capture, t: f64, hlg: &HlgConfig) -> anyhow::Result<Vec
 }
 
 /// One method's samples and measures.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct MethodResult {
     /// The sampler, at its matched temperature.
     pub sampler: Sampler,
@@ -144,9 +144,100 @@ pub async fn run_method(
     Ok(measure(sampler.clone(), offline_entropy, texts, &traces))
 }
 
+/// Every entropy level measured into one output directory (`diversity.json`): a run at
+/// one level adds itself to the levels already there, so the frontier grows run by run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Doc {
+    /// Prompts per method.
+    pub prompts: usize,
+    /// Samples per prompt.
+    pub samples: usize,
+    /// Tokens per sample.
+    pub max_tokens: usize,
+    /// The levels, by increasing temperature.
+    pub levels: Vec<Level>,
+}
+
+/// The methods at one entropy level (plain temperature's mean entropy at `level`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Level {
+    /// The temperature whose plain-temperature entropy every method matches.
+    pub level: f64,
+    /// The methods' results.
+    pub methods: Vec<MethodResult>,
+}
+
+#[derive(Deserialize)]
+struct OneLevel {
+    level: f64,
+    prompts: usize,
+    samples: usize,
+    max_tokens: usize,
+    methods: Vec<MethodResult>,
+}
+
+impl Doc {
+    /// `previous` (a `diversity.json`, if any) with `level` added or replaced. A previous
+    /// document of another size (prompts, samples, tokens) is not mixed in: the result
+    /// then holds `level` alone, and `false` says so.
+    pub fn merged(previous: Option<&str>, prompts: usize, samples: usize, max_tokens: usize, level: Level) -> (Doc, bool) {
+        let fresh = Doc { prompts, samples, max_tokens, levels: vec![] };
+        let mut kept = true;
+        let parse = |text: &str| {
+            serde_json::from_str::<Doc>(text).or_else(|e| {
+                // The one-level layout of earlier versions.
+                serde_json::from_str::<OneLevel>(text).map_err(|_| e).map(|o| Doc {
+                    prompts: o.prompts,
+                    samples: o.samples,
+                    max_tokens: o.max_tokens,
+                    levels: vec![Level { level: o.level, methods: o.methods }],
+                })
+            })
+        };
+        let mut doc = match previous.map(parse) {
+            Some(Ok(d)) if (d.prompts, d.samples, d.max_tokens) == (prompts, samples, max_tokens) => d,
+            Some(_) => {
+                kept = false;
+                fresh
+            }
+            None => fresh,
+        };
+        doc.levels.retain(|l| (l.level - level.level).abs() > 1e-9);
+        doc.levels.push(level);
+        doc.levels.sort_by(|a, b| a.level.total_cmp(&b.level));
+        (doc, kept)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn levels_accumulate_and_replace() {
+        let r = measure(Sampler::Temperature { t: 0.8 }, 2.0, vec![vec!["a b".into()]], &[vec![Trace { entropy: vec![1.0], base_logprob: vec![-1.0] }]]);
+        let level = |l: f64| Level { level: l, methods: vec![r.clone()] };
+        let (d, kept) = Doc::merged(None, 24, 8, 16, level(1.0));
+        assert!(kept);
+        let json = serde_json::to_string(&d).unwrap();
+        let (d, kept) = Doc::merged(Some(&json), 24, 8, 16, level(0.8));
+        assert!(kept);
+        assert_eq!(d.levels.iter().map(|l| l.level).collect::<Vec<_>>(), [0.8, 1.0]);
+        let json = serde_json::to_string(&d).unwrap();
+        let (d, _) = Doc::merged(Some(&json), 24, 8, 16, level(1.0));
+        assert_eq!(d.levels.len(), 2, "the same level is replaced, not added");
+        // Another size, or something unreadable: start over.
+        let (d, kept) = Doc::merged(Some(&json), 8, 4, 16, level(0.6));
+        assert!(!kept);
+        assert_eq!(d.levels.len(), 1);
+        let (d, kept) = Doc::merged(Some("{}"), 24, 8, 16, level(0.6));
+        assert!(!kept && d.levels.len() == 1);
+        // The one-level layout of earlier versions is read as one level.
+        let old = serde_json::json!({"level": 0.8, "prompts": 24, "samples": 8, "max_tokens": 16, "methods": [r]}).to_string();
+        let (d, kept) = Doc::merged(Some(&old), 24, 8, 16, level(1.0));
+        assert!(kept);
+        assert_eq!(d.levels.iter().map(|l| l.level).collect::<Vec<_>>(), [0.8, 1.0]);
+    }
 
     #[test]
     fn measures_from_known_samples() {

@@ -112,38 +112,88 @@ pub struct Accuracy {
     pub name: String,
     /// The sampler (`None`: greedy).
     pub sampler: Option<Sampler>,
-    /// Correct answers.
+    /// Correct answers, over every sample.
     pub correct: usize,
     /// Items.
     pub items: usize,
-    /// Wilson 95 % interval.
+    /// Samples per item.
+    pub samples: usize,
+    /// 95 % interval of the accuracy: Wilson's with one sample per item; with several,
+    /// the mean of the items' accuracies ± 1.96 standard errors over items (the samples
+    /// of one item are not independent of each other).
     pub ci95: (f64, f64),
-    /// Per item: correct or not, and the reply.
+    /// Per item, the share of its samples answered correctly.
+    pub per_item: Vec<f64>,
+    /// Per sample (item by item): correct or not, and the reply.
     pub replies: Vec<(bool, String)>,
 }
 
-/// Runs every task of `tasks` once with `sampler` (greedy when `None`), `max_tokens` each.
-pub async fn run(model: &mistralrs::Model, tasks: &[Task], sampler: Option<&Sampler>, max_tokens: usize, mut progress: impl FnMut()) -> anyhow::Result<Accuracy> {
-    let mut replies = vec![];
+impl Accuracy {
+    /// The accuracy: correct answers over samples.
+    pub fn rate(&self) -> f64 {
+        self.correct as f64 / (self.items * self.samples).max(1) as f64
+    }
+}
+
+/// Mean and 95 % interval (± 1.96 standard errors) of `v`.
+pub fn mean_ci(v: &[f64]) -> (f64, (f64, f64)) {
+    let n = v.len() as f64;
+    if v.is_empty() {
+        return (0.0, (0.0, 0.0));
+    }
+    let m = v.iter().sum::<f64>() / n;
+    let se = if v.len() > 1 { (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1.0) / n).sqrt() } else { 0.0 };
+    (m, (m - 1.96 * se, m + 1.96 * se))
+}
+
+/// `a`'s accuracy minus `b`'s, item by item (the same items): the mean difference and
+/// its 95 % interval over items. Pairing removes the items' own difficulty, which
+/// dominates the spread of either accuracy alone.
+pub fn paired_difference(a: &Accuracy, b: &Accuracy) -> (f64, (f64, f64)) {
+    let d: Vec<f64> = a.per_item.iter().zip(&b.per_item).map(|(x, y)| x - y).collect();
+    mean_ci(&d)
+}
+
+/// Runs every task of `tasks` `samples` times with `sampler` (greedy, once, when `None`),
+/// `max_tokens` each.
+pub async fn run(
+    model: &mistralrs::Model,
+    tasks: &[Task],
+    sampler: Option<&Sampler>,
+    samples: usize,
+    max_tokens: usize,
+    mut progress: impl FnMut(),
+) -> anyhow::Result<Accuracy> {
+    let samples = if sampler.is_some() { samples.max(1) } else { 1 };
+    let (mut replies, mut per_item) = (vec![], vec![]);
     for task in tasks {
-        let text = match sampler {
-            Some(s) => generate(model, task.prompt, s, max_tokens).await?.0,
-            None => {
-                let req = mistralrs::RequestBuilder::new().add_message(mistralrs::TextMessageRole::User, task.prompt).set_sampler_max_len(max_tokens);
-                let resp = model.send_chat_request(req).await?;
-                resp.choices.first().and_then(|c| c.message.content.clone()).unwrap_or_default()
-            }
-        };
-        replies.push((correct(&text, task.answers), text));
-        progress();
+        let mut ok = 0usize;
+        for _ in 0..samples {
+            let text = match sampler {
+                Some(s) => generate(model, task.prompt, s, max_tokens).await?.0,
+                None => {
+                    let req = mistralrs::RequestBuilder::new().add_message(mistralrs::TextMessageRole::User, task.prompt).set_sampler_max_len(max_tokens);
+                    let resp = model.send_chat_request(req).await?;
+                    resp.choices.first().and_then(|c| c.message.content.clone()).unwrap_or_default()
+                }
+            };
+            let c = correct(&text, task.answers);
+            ok += c as usize;
+            replies.push((c, text));
+            progress();
+        }
+        per_item.push(ok as f64 / samples as f64);
     }
     let k = replies.iter().filter(|r| r.0).count();
+    let ci95 = if samples == 1 { wilson(k, replies.len()) } else { mean_ci(&per_item).1 };
     Ok(Accuracy {
         name: sampler.map_or("greedy".into(), |s| format!("{} T={}", s.name(), s.temperature())),
         sampler: sampler.cloned(),
         correct: k,
-        items: replies.len(),
-        ci95: wilson(k, replies.len()),
+        items: tasks.len(),
+        samples,
+        ci95: (ci95.0.max(0.0), ci95.1.min(1.0)),
+        per_item,
         replies,
     })
 }
@@ -160,6 +210,27 @@ mod tests {
         assert!(!correct("I think\nParis", &["paris"]));
         assert!(correct("It is H2O!", &["h2o"]));
         assert!(TASKS.len() >= 50);
+    }
+
+    #[test]
+    fn paired_difference_over_items() {
+        let acc = |per_item: Vec<f64>| Accuracy {
+            name: String::new(),
+            sampler: None,
+            correct: 0,
+            items: per_item.len(),
+            samples: 2,
+            ci95: (0.0, 1.0),
+            per_item,
+            replies: vec![],
+        };
+        // Differences 0.5, 0.5, 0, 0: mean 0.25, sd 0.2887, se 0.1443.
+        let (m, (lo, hi)) = paired_difference(&acc(vec![1.0, 0.5, 0.0, 1.0]), &acc(vec![0.5, 0.0, 0.0, 1.0]));
+        assert!((m - 0.25).abs() < 1e-12);
+        let se = (1.0f64 / 12.0).sqrt() / 2.0;
+        assert!((lo - (0.25 - 1.96 * se)).abs() < 1e-12 && (hi - (0.25 + 1.96 * se)).abs() < 1e-12);
+        let (m, _) = mean_ci(&[0.2]);
+        assert_eq!(m, 0.2);
     }
 
     #[test]

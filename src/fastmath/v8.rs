@@ -1,5 +1,5 @@
 //! Eight lanes of [`log1p`](super::log1p), [`exp_neg`](super::exp_neg) and
-//! [`expm1_pos`](super::expm1_pos) with AVX2 and FMA intrinsics: lane for lane the same
+//! [`exp2m1_pos`](super::exp2m1_pos) with AVX2 and FMA intrinsics: lane for lane the same
 //! operations, in the same order and with the same roundings, as the scalar functions
 //! instantiated with [`Fused`](super::Fused). The results are therefore bit-identical to
 //! them (the kernel's tests check it over walks of every input range), and what is proven
@@ -65,17 +65,66 @@ unsafe fn fma(a: __m256, b: __m256, c: __m256) -> __m256 {
 /// `ln(1 + v)`, as [`super::log1p`].
 #[inline(always)]
 pub(crate) unsafe fn log1p(v: Vn) -> Vn {
+    let small = log1p_small(v);
+    let large = log1p_large(v);
+    each!(|i| _mm256_blendv_ps(
+        _mm256_blendv_ps(large[i], small[i], _mm256_cmp_ps::<_CMP_LT_OQ>(v[i], splat(0.125))),
+        splat(f32::INFINITY),
+        _mm256_cmp_ps::<_CMP_EQ_OQ>(v[i], splat(f32::INFINITY)),
+    ))
+}
+
+/// [`log1p`] for lanes with `1 ≤ v < +inf`: the large form alone, without its `k = 0`
+/// case (`1 + v ≥ 2` here), its clamp at the splice (the value is at least `ln 2`) and the
+/// `+inf` select. Bit-identical to [`log1p`] on those lanes; the other lanes are not
+/// `ln(1 + v)`. The toe uses it for vectors whose entries all lie at least `β` past its
+/// knee (on real logits, nearly all of them).
+#[inline(always)]
+pub(crate) unsafe fn log1p_from_one(v: Vn) -> Vn {
     let s = splat;
-    // Small form.
+    let bits: [__m256i; 2] = each!(|i| _mm256_castps_si256(_mm256_add_ps(s(1.0), v[i])));
+    let kf: Vn =
+        each!(|i| _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32::<23>(bits[i]), _mm256_set1_epi32(0x7e))));
+    let g: Vn = each!(|i| _mm256_sub_ps(
+        s(2.0),
+        _mm256_castsi256_ps(_mm256_or_si256(
+            _mm256_and_si256(bits[i], _mm256_set1_epi32(0x007f_ffff)),
+            _mm256_set1_epi32(0x3f80_0000),
+        ))
+    ));
+    let sg = s_of_g(g);
+    each!(|i| fma(kf[i], s(LN2_HI), _mm256_fmsub_ps(kf[i], s(LN2_LO), sg[i])))
+}
+
+/// `S(g)`, capped just below `ln 2`, as in [`super::log1p`]'s large form.
+#[inline(always)]
+unsafe fn s_of_g(g: Vn) -> Vn {
+    let s = splat;
+    let g2: Vn = each!(|i| _mm256_mul_ps(g[i], g[i]));
+    let g4: Vn = each!(|i| _mm256_mul_ps(g2[i], g2[i]));
+    let r03: Vn = each!(|i| fma(fma(s(R[3]), g[i], s(R[2])), g2[i], fma(s(R[1]), g[i], s(R[0]))));
+    let r46: Vn = each!(|i| fma(s(R[6]), g2[i], fma(s(R[5]), g[i], s(R[4]))));
+    let r: Vn = each!(|i| fma(_mm256_mul_ps(s(R[9]), g[i]), _mm256_mul_ps(g4[i], g4[i]), fma(r46[i], g4[i], r03[i])));
+    each!(|i| _mm256_min_ps(_mm256_mul_ps(g[i], r[i]), s(S_MAX)))
+}
+
+/// The small form of [`super::log1p`], clamped at the splice.
+#[inline(always)]
+unsafe fn log1p_small(v: Vn) -> Vn {
+    let s = splat;
     let v2: Vn = each!(|i| _mm256_mul_ps(v[i], v[i]));
     let p: Vn = each!(|i| _mm256_add_ps(
         fma(fma(s(P[3]), v[i], s(P[2])), v2[i], fma(s(P[1]), v[i], s(P[0]))),
         _mm256_mul_ps(s(P[4]), _mm256_mul_ps(v2[i], v2[i])),
     ));
     // `if small < SPLICE { small } else { SPLICE }` is exactly `minps(small, SPLICE)`.
-    let small: Vn = each!(|i| _mm256_min_ps(_mm256_fnmadd_ps(v2[i], p[i], v[i]), s(SPLICE)));
+    each!(|i| _mm256_min_ps(_mm256_fnmadd_ps(v2[i], p[i], v[i]), s(SPLICE)))
+}
 
-    // Large form.
+/// The large form of [`super::log1p`], clamped at the splice.
+#[inline(always)]
+unsafe fn log1p_large(v: Vn) -> Vn {
+    let s = splat;
     let bits: [__m256i; 2] = each!(|i| _mm256_castps_si256(_mm256_add_ps(s(1.0), v[i])));
     let kf: Vn =
         each!(|i| _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32::<23>(bits[i]), _mm256_set1_epi32(0x7e))));
@@ -88,28 +137,17 @@ pub(crate) unsafe fn log1p(v: Vn) -> Vn {
         _mm256_sub_ps(s(1.0), v[i]),
         _mm256_cmp_ps::<_CMP_EQ_OQ>(kf[i], s(1.0)),
     ));
-    let g2: Vn = each!(|i| _mm256_mul_ps(g[i], g[i]));
-    let g4: Vn = each!(|i| _mm256_mul_ps(g2[i], g2[i]));
-    let r03: Vn = each!(|i| fma(fma(s(R[3]), g[i], s(R[2])), g2[i], fma(s(R[1]), g[i], s(R[0]))));
-    let r46: Vn = each!(|i| fma(s(R[6]), g2[i], fma(s(R[5]), g[i], s(R[4]))));
-    let r: Vn = each!(|i| fma(_mm256_mul_ps(s(R[9]), g[i]), _mm256_mul_ps(g4[i], g4[i]), fma(r46[i], g4[i], r03[i])));
-    let sg: Vn = each!(|i| _mm256_min_ps(_mm256_mul_ps(g[i], r[i]), s(S_MAX)));
+    let sg = s_of_g(g);
     // `if large > SPLICE { large } else { SPLICE }` is exactly `maxps(large, SPLICE)`.
-    let large: Vn =
-        each!(|i| _mm256_max_ps(fma(kf[i], s(LN2_HI), _mm256_fmsub_ps(kf[i], s(LN2_LO), sg[i])), s(SPLICE)));
-
-    each!(|i| _mm256_blendv_ps(
-        _mm256_blendv_ps(large[i], small[i], _mm256_cmp_ps::<_CMP_LT_OQ>(v[i], s(0.125))),
-        s(f32::INFINITY),
-        _mm256_cmp_ps::<_CMP_EQ_OQ>(v[i], s(f32::INFINITY)),
-    ))
+    each!(|i| _mm256_max_ps(fma(kf[i], s(LN2_HI), _mm256_fmsub_ps(kf[i], s(LN2_LO), sg[i])), s(SPLICE)))
 }
 
 /// `exp(t)` for `−87.3 ≤ t ≤ 0`: [`super::exp_neg`] without its underflow select, which
 /// the caller's own range test replaces (bit-identical on that range).
 #[inline(always)]
 pub(crate) unsafe fn exp_neg_in_range(t: Vn) -> Vn {
-    let kf: Vn = each!(|i| _mm256_sub_ps(fma(t[i], splat(LOG2_E), splat(ROUND_MAGIC)), splat(ROUND_MAGIC)));
+    let km: Vn = each!(|i| fma(t[i], splat(LOG2_E), splat(ROUND_MAGIC)));
+    let kf: Vn = each!(|i| _mm256_sub_ps(km[i], splat(ROUND_MAGIC)));
     let r: Vn = each!(|i| _mm256_fnmadd_ps(kf[i], splat(LN2_LO), _mm256_fnmadd_ps(kf[i], splat(LN2_HI), t[i])));
     let s = splat;
     let r2: Vn = each!(|i| _mm256_mul_ps(r[i], r[i]));
@@ -118,8 +156,12 @@ pub(crate) unsafe fn exp_neg_in_range(t: Vn) -> Vn {
         _mm256_mul_ps(r2[i], r2[i]),
         fma(fma(s(EXP_Q[3]), r[i], s(EXP_Q[2])), r2[i], fma(s(EXP_Q[1]), r[i], s(EXP_Q[0]))),
     ));
-    let scale = pow2(kf);
-    each!(|i| _mm256_mul_ps(_mm256_add_ps(s(1.0), fma(r2[i], q[i], r[i])), scale[i]))
+    let p: Vn = each!(|i| _mm256_add_ps(s(1.0), fma(r2[i], q[i], r[i])));
+    // p·2^k through the exponent bits, as the scalar code.
+    each!(|i| _mm256_castsi256_ps(_mm256_add_epi32(
+        _mm256_castps_si256(p[i]),
+        _mm256_slli_epi32::<23>(_mm256_castps_si256(km[i]))
+    )))
 }
 
 /// `exp(t)` for `t ≤ 0`, as [`super::exp_neg`].
@@ -131,29 +173,21 @@ pub(crate) unsafe fn exp_neg(t: __m256) -> __m256 {
     _mm256_andnot_ps(under, exp_neg_in_range([tc, tc])[0])
 }
 
-/// `exp(t) − 1` for `t ≥ 0`, as [`super::expm1_pos`].
+/// `2^u − 1` for `u ≥ 0`, as [`super::exp2m1_pos`]. `⌊u⌋` is one `vroundps` here and a
+/// rounding plus a correction in the scalar code: the same exact integer either way.
 #[inline(always)]
-pub(crate) unsafe fn expm1_pos(t: Vn) -> Vn {
+pub(crate) unsafe fn exp2m1_pos(u: Vn) -> Vn {
     let s = splat;
-    let ln2 = s(std::f32::consts::LN_2);
-    let over: Vn = each!(|i| _mm256_cmp_ps::<_CMP_GT_OQ>(t[i], s(88.0)));
-    let tc: Vn = each!(|i| _mm256_andnot_ps(over[i], t[i]));
-    let kn: Vn = each!(|i| _mm256_sub_ps(fma(tc[i], s(LOG2_E), s(ROUND_MAGIC)), s(ROUND_MAGIC)));
-    let r0: Vn = each!(|i| _mm256_fnmadd_ps(kn[i], s(LN2_LO), _mm256_fnmadd_ps(kn[i], s(LN2_HI), tc[i])));
-    // kn − 1 where r0 < 0, kn + 1 where r0 ≥ ln 2 (never both): exact in f32.
-    let kf: Vn = each!(|i| _mm256_blendv_ps(
-        _mm256_blendv_ps(kn[i], _mm256_add_ps(kn[i], s(1.0)), _mm256_cmp_ps::<_CMP_GE_OQ>(r0[i], ln2)),
-        _mm256_sub_ps(kn[i], s(1.0)),
-        _mm256_cmp_ps::<_CMP_LT_OQ>(r0[i], s(0.0)),
+    let over: Vn = each!(|i| _mm256_cmp_ps::<_CMP_GE_OQ>(u[i], s(128.0)));
+    let uc: Vn = each!(|i| _mm256_andnot_ps(over[i], u[i]));
+    let k: Vn = each!(|i| _mm256_floor_ps(uc[i]));
+    let r: Vn = each!(|i| _mm256_sub_ps(uc[i], k[i]));
+    let q = exp2m1_q(r);
+    let p: Vn = each!(|i| _mm256_min_ps(
+        fma(_mm256_mul_ps(r[i], r[i]), q[i], _mm256_mul_ps(r[i], s(std::f32::consts::LN_2))),
+        s(1.0)
     ));
-    // `if r > 0 { r } else { 0 }` then `if r < ln 2 { r } else { ln 2 }`.
-    let r: Vn = each!(|i| _mm256_min_ps(
-        _mm256_max_ps(_mm256_fnmadd_ps(kf[i], s(LN2_LO), _mm256_fnmadd_ps(kf[i], s(LN2_HI), tc[i])), s(0.0)),
-        ln2,
-    ));
-    let q = expm1_q(r);
-    let p: Vn = each!(|i| _mm256_min_ps(fma(_mm256_mul_ps(r[i], r[i]), q[i], r[i]), s(1.0)));
-    let scale = pow2(kf);
+    let scale = pow2(k);
     each!(|i| _mm256_blendv_ps(fma(scale[i], p[i], _mm256_sub_ps(scale[i], s(1.0))), s(f32::INFINITY), over[i]))
 }
 
@@ -169,9 +203,9 @@ unsafe fn pow2(kf: Vn) -> Vn {
     ))))
 }
 
-/// As `super::expm1_q`.
+/// As `super::exp2m1_q`.
 #[inline(always)]
-unsafe fn expm1_q(r: Vn) -> Vn {
+unsafe fn exp2m1_q(r: Vn) -> Vn {
     let s = splat;
     let r2: Vn = each!(|i| _mm256_mul_ps(r[i], r[i]));
     let r4: Vn = each!(|i| _mm256_mul_ps(r2[i], r2[i]));

@@ -33,6 +33,7 @@ struct KneeV {
     bt: __m256,
     inv_bt: __m256,
     half_inv_bt: __m256,
+    log2e_inv_bt: __m256,
 }
 
 impl KneeV {
@@ -47,34 +48,44 @@ impl KneeV {
             bt: splat(k.bt),
             inv_bt: splat(k.inv_bt),
             half_inv_bt: splat(k.half_inv_bt),
+            log2e_inv_bt: splat(k.log2e_inv_bt),
         }
     }
 }
 
-/// The toe's drop for two vectors of entries, as `Toe::drop::<Fused>` lane by lane.
+/// The toe's drop for two vectors of entries, as `Toe::drop::<Fused>` lane by lane on
+/// the lanes of `lo` (the entries below the lower knee; the others are discarded).
 trait ToeV: super::Toe {
-    unsafe fn drop_v(d: Vn, k: &KneeV) -> Vn;
+    unsafe fn drop_v(d: Vn, lo: Vn, k: &KneeV) -> Vn;
 }
 
 impl ToeV for LogToe {
     #[inline(always)]
-    unsafe fn drop_v(d: Vn, k: &KneeV) -> Vn {
-        let l = v8::log1p(each!(|i| _mm256_mul_ps(d[i], k.inv_bt)));
+    unsafe fn drop_v(d: Vn, lo: Vn, k: &KneeV) -> Vn {
+        let v: Vn = each!(|i| _mm256_mul_ps(d[i], k.inv_bt));
+        // The log's small form, its `1 + v < 2` case and its `+inf` select serve only toe
+        // entries within β of the knee, or at -inf: few, on real logits, so most vectors
+        // take the shorter large form alone (the same bits on every toe lane).
+        let slow: Vn = each!(|i| _mm256_and_ps(
+            _mm256_or_ps(_mm256_cmp_ps::<_CMP_LT_OQ>(v[i], splat(1.0)), _mm256_cmp_ps::<_CMP_EQ_OQ>(v[i], splat(f32::INFINITY))),
+            lo[i]
+        ));
+        let l = if _mm256_movemask_ps(_mm256_or_ps(slow[0], slow[1])) == 0 { v8::log1p_from_one(v) } else { v8::log1p(v) };
         each!(|i| _mm256_mul_ps(k.bt, l[i]))
     }
 }
 
 impl ToeV for QuadraticToe {
     #[inline(always)]
-    unsafe fn drop_v(d: Vn, k: &KneeV) -> Vn {
+    unsafe fn drop_v(d: Vn, _lo: Vn, k: &KneeV) -> Vn {
         each!(|i| _mm256_fmadd_ps(_mm256_mul_ps(d[i], k.half_inv_bt), d[i], d[i]))
     }
 }
 
 impl ToeV for ExpToe {
     #[inline(always)]
-    unsafe fn drop_v(d: Vn, k: &KneeV) -> Vn {
-        let e = v8::expm1_pos(each!(|i| _mm256_mul_ps(d[i], k.inv_bt)));
+    unsafe fn drop_v(d: Vn, _lo: Vn, k: &KneeV) -> Vn {
+        let e = v8::exp2m1_pos(each!(|i| _mm256_mul_ps(d[i], k.log2e_inv_bt)));
         each!(|i| _mm256_mul_ps(k.bt, e[i]))
     }
 }
@@ -132,7 +143,7 @@ unsafe fn toe_mid<T: ToeV>(xv: Vn, k: &KneeV) -> (Vn, Vn) {
     let hi: Vn = each!(|i| _mm256_cmp_ps::<_CMP_GT_OQ>(z[i], k.thr_hi));
     // −z − w, as the scalar code rounds it.
     let d: Vn = each!(|i| _mm256_sub_ps(_mm256_xor_ps(z[i], splat(-0.0)), k.w));
-    let drop = T::drop_v(d, k);
+    let drop = T::drop_v(d, lo, k);
     (each!(|i| _mm256_blendv_ps(xv[i], _mm256_sub_ps(k.c_lo, drop[i]), lo[i])), hi)
 }
 
@@ -292,8 +303,8 @@ mod tests {
             fastmath::log1p::<Fused>(v)
         }
         #[target_feature(enable = "fma")]
-        fn expm1_pos(v: f32) -> f32 {
-            fastmath::expm1_pos::<Fused>(v)
+        fn exp2m1_pos(v: f32) -> f32 {
+            fastmath::exp2m1_pos::<Fused>(v)
         }
         #[target_feature(enable = "fma")]
         fn exp_neg(v: f32) -> f32 {
@@ -301,15 +312,18 @@ mod tests {
         }
         // SAFETY (all three): the CPU has FMA, checked above.
         let (l, em, en): (fn(f32) -> f32, fn(f32) -> f32, fn(f32) -> f32) =
-            (|v| unsafe { log1p(v) }, |v| unsafe { expm1_pos(v) }, |v| unsafe { exp_neg(v) });
+            (|v| unsafe { log1p(v) }, |v| unsafe { exp2m1_pos(v) }, |v| unsafe { exp_neg(v) });
         let stride = if std::env::var_os("HLG_EXHAUSTIVE").is_some() { 1 } else { 127 };
         unsafe {
             for (lo, hi, st) in [(0.0, f32::INFINITY, stride), (0.12, 0.13, 1), (0.99, 1.01, 1), (2.99, 3.01, 1), (0.0, 1e-30, 4099)] {
                 compare("log1p", lo, hi, st, |v| v8::log1p(v), l);
             }
             compare("log1p", f32::NAN, f32::NAN, 1, |v| v8::log1p(v), l);
-            for (lo, hi, st) in [(0.0, f32::INFINITY, stride), (87.9, 88.1, 1), (0.69, 0.70, 1)] {
-                compare("expm1_pos", lo, hi, st, |v| v8::expm1_pos(v), em);
+            for (lo, hi, st) in [(1.0, f32::MAX, stride), (1.0, 1.01, 1), (2.99, 3.01, 1), (3e38, f32::MAX, 1)] {
+                compare("log1p_from_one", lo, hi, st, |v| v8::log1p_from_one(v), l);
+            }
+            for (lo, hi, st) in [(0.0, f32::INFINITY, stride), (127.9, 128.1, 1), (0.99, 1.01, 1), (63.99, 64.01, 1)] {
+                compare("exp2m1_pos", lo, hi, st, |v| v8::exp2m1_pos(v), em);
             }
             for (lo, hi, st) in [(-0.0, f32::NEG_INFINITY, stride), (-87.2, -87.4, 1)] {
                 compare("exp_neg", lo, hi, st, |v| [v8::exp_neg(v[0]), v8::exp_neg(v[1])], en);
