@@ -81,19 +81,28 @@ pub(crate) unsafe fn log1p(v: Vn) -> Vn {
 /// knee (on real logits, nearly all of them).
 #[inline(always)]
 pub(crate) unsafe fn log1p_from_one(v: Vn) -> Vn {
-    let s = splat;
-    let bits: [__m256i; 2] = each!(|i| _mm256_castps_si256(_mm256_add_ps(s(1.0), v[i])));
+    let (kf, m) = binade(v);
+    let sg = s_of_g(each!(|i| _mm256_sub_ps(splat(2.0), m[i])));
+    k_ln2_minus(kf, sg)
+}
+
+/// `1 + v = 2^k·m`, `m ∈ [1, 2)`: `(k + 1, m)`, from the bits of the rounded `1 + v`.
+#[inline(always)]
+unsafe fn binade(v: Vn) -> (Vn, Vn) {
+    let bits: [__m256i; 2] = each!(|i| _mm256_castps_si256(_mm256_add_ps(splat(1.0), v[i])));
     let kf: Vn =
         each!(|i| _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32::<23>(bits[i]), _mm256_set1_epi32(0x7e))));
-    let g: Vn = each!(|i| _mm256_sub_ps(
-        s(2.0),
-        _mm256_castsi256_ps(_mm256_or_si256(
-            _mm256_and_si256(bits[i], _mm256_set1_epi32(0x007f_ffff)),
-            _mm256_set1_epi32(0x3f80_0000),
-        ))
-    ));
-    let sg = s_of_g(g);
-    each!(|i| fma(kf[i], s(LN2_HI), _mm256_fmsub_ps(kf[i], s(LN2_LO), sg[i])))
+    let m: Vn = each!(|i| _mm256_castsi256_ps(_mm256_or_si256(
+        _mm256_and_si256(bits[i], _mm256_set1_epi32(0x007f_ffff)),
+        _mm256_set1_epi32(0x3f80_0000),
+    )));
+    (kf, m)
+}
+
+/// `kf·ln 2 − S`, with `ln 2` in two parts, as the large form rounds it.
+#[inline(always)]
+unsafe fn k_ln2_minus(kf: Vn, sg: Vn) -> Vn {
+    each!(|i| fma(kf[i], splat(LN2_HI), _mm256_fmsub_ps(kf[i], splat(LN2_LO), sg[i])))
 }
 
 /// `S(g)`, capped just below `ln 2`, as in [`super::log1p`]'s large form.
@@ -125,21 +134,16 @@ unsafe fn log1p_small(v: Vn) -> Vn {
 #[inline(always)]
 unsafe fn log1p_large(v: Vn) -> Vn {
     let s = splat;
-    let bits: [__m256i; 2] = each!(|i| _mm256_castps_si256(_mm256_add_ps(s(1.0), v[i])));
-    let kf: Vn =
-        each!(|i| _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32::<23>(bits[i]), _mm256_set1_epi32(0x7e))));
-    let m: Vn = each!(|i| _mm256_castsi256_ps(_mm256_or_si256(
-        _mm256_and_si256(bits[i], _mm256_set1_epi32(0x007f_ffff)),
-        _mm256_set1_epi32(0x3f80_0000),
-    )));
+    let (kf, m) = binade(v);
+    // `2 − m` is exact; for `k = 0`, `1 − v` is the same value without `1 + v`'s rounding.
     let g: Vn = each!(|i| _mm256_blendv_ps(
         _mm256_sub_ps(s(2.0), m[i]),
         _mm256_sub_ps(s(1.0), v[i]),
         _mm256_cmp_ps::<_CMP_EQ_OQ>(kf[i], s(1.0)),
     ));
-    let sg = s_of_g(g);
+    let large = k_ln2_minus(kf, s_of_g(g));
     // `if large > SPLICE { large } else { SPLICE }` is exactly `maxps(large, SPLICE)`.
-    each!(|i| _mm256_max_ps(fma(kf[i], s(LN2_HI), _mm256_fmsub_ps(kf[i], s(LN2_LO), sg[i])), s(SPLICE)))
+    each!(|i| _mm256_max_ps(large[i], s(SPLICE)))
 }
 
 /// `exp(t)` for `−87.3 ≤ t ≤ 0`: [`super::exp_neg`] without its underflow select, which
