@@ -508,10 +508,12 @@ pub(crate) mod kernel {
         m + (set / se) as f32
     }
 
-    /// Thresholds (nats below the top) at which the median search first collects
-    /// candidates; the last catches everything finite.
-    const MEDIAN_DEPTHS: [f32; DEPTHS] = [1.0, 3.0, 6.0, 9.0, 12.0, 18.0];
-    const DEPTHS: usize = 6;
+    /// Thresholds (nats below the top) at which the median search collects candidates;
+    /// the last catches everything finite. The profile pass sums the mass within each;
+    /// among the candidates, the finer depth beside each (`MEDIAN_FINE`) may narrow them.
+    const MEDIAN_DEPTHS: [f32; DEPTHS] = [3.0, 9.0, 18.0];
+    const MEDIAN_FINE: [f32; DEPTHS] = [1.0, 6.0, 12.0];
+    const DEPTHS: usize = 3;
 
     dispatch! {
         /// `Σ e` and, for each of `MEDIAN_DEPTHS`, the mass of the entries within it.
@@ -541,31 +543,37 @@ pub(crate) mod kernel {
 
     /// The mass median: the largest finite `v` with `mass(x ≥ v) ≥ ½`.
     ///
-    /// One pass finds the total mass and how much of it lies within 1, 3, 6, 9, 12 and 18
-    /// nats of the top; the shallowest depth holding half the mass bounds the candidates, which
-    /// are collected and searched by a weighted quickselect (expected linear time).
+    /// One pass finds the total mass and how much of it lies within 3, 9 and 18 nats of
+    /// the top; the shallowest depth holding half the mass bounds the candidates, which are
+    /// collected, narrowed to the finer depth beside it (1, 6 or 12 nats) when that holds
+    /// half the mass too, and searched by a weighted quickselect (expected linear time).
+    /// Three masses in the pass over the whole vector, not six: each costs as much as the
+    /// exponential; the finer ones are summed over the few candidates.
     pub(crate) fn mass_median(x: &[f32], m: f32) -> f32 {
         let (total, within) = mass_profile(x, m);
         let half = 0.5 * total;
-        let depth = MEDIAN_DEPTHS
-            .iter()
-            .zip(within)
-            .find(|&(_, mass)| mass >= half)
-            .map_or(f32::INFINITY, |(&d, _)| d);
-        let floor = m - depth;
+        let depth = within.iter().position(|&mass| mass >= half);
+        let floor = depth.map_or(f32::NEG_INFINITY, |j| m - MEDIAN_DEPTHS[j]);
         let mut cand = compact(x, floor);
         if cand.is_empty() {
             // Only when `m − depth` rounds above `m`'s neighbours; the top itself holds.
             return m;
         }
         let mut wts: Vec<f32> = cand.iter().map(|&v| fastmath::exp_neg::<Plain>(v - m)).collect();
+        if let Some(j) = depth {
+            let fine = m - MEDIAN_FINE[j];
+            let fine_mass: f64 = cand.iter().zip(&wts).filter(|(&v, _)| v >= fine).map(|(_, &w)| w as f64).sum();
+            if fine_mass >= half {
+                let keep: Vec<(f32, f32)> = cand.iter().copied().zip(wts.iter().copied()).filter(|&(v, _)| v >= fine).collect();
+                (cand, wts) = keep.into_iter().unzip();
+            }
+        }
         weighted_select(&mut cand, &mut wts, half)
     }
 
     dispatch! {
-        /// The finite entries `≥ floor`, in order. Groups of eight are tested at once and
-        /// skipped when none qualifies (most of a long vocabulary lies below the floor).
-        fn compact(x: &[f32], floor: f32) -> Vec<f32> = compact_body;
+        /// The finite entries `≥ floor`, in order.
+        fn compact(x: &[f32], floor: f32) -> Vec<f32> = avx2::compact | compact_body;
     }
 
     #[inline(always)]

@@ -121,3 +121,44 @@ fn masked_entries_do_not_move_the_pivot() {
         assert_eq!(c.pivot_of(&x), c.pivot_of(&padded));
     }
 }
+
+/// The median pivot on a long vector (a flat bulk of 500 000 entries in [−½, ½], with
+/// one strong entry raised step by step) in every depth band of the search (within 1, 3,
+/// 6, 9, 12 and 18 nats of the top), where the candidates are collected at the coarse
+/// depth and narrowed to the fine one, and with the top holding half the mass: it is the
+/// f64 reference's entry in every case.
+#[test]
+fn median_of_long_vectors_in_every_depth_band() {
+    let mut s = 0x2545_f491_4f6c_dd1du64;
+    let x: Vec<f32> = (0..500_000)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+        })
+        .collect();
+    let c = HlgCurve::default().with_pivot(Pivot::Median).unwrap();
+    let mut depths = vec![];
+    for top in [0.8f32, 2.5, 5.0, 8.0, 11.0, 12.8, 14.0] {
+        // Nudged until the crossing sits clear of one half (neighbouring entries differ by
+        // 2e-6 of the mass, so f32 sums could pick either).
+        let (x, want) = (0..50)
+            .find_map(|k| {
+                let mut x = x.clone();
+                x[123_457] = top + 0.01 * k as f32;
+                let (want, margin) = common::pivot_f64(&c, &x).unwrap();
+                (margin > 3e-7).then_some((x, want))
+            })
+            .expect("a clear crossing");
+        let top = x[123_457];
+        let got = c.pivot_of(&x).unwrap();
+        assert_eq!(got as f64, want, "top {top}");
+        depths.push(top - got);
+    }
+    let band = |lo: f32, hi: f32| depths.iter().any(|&d| d > lo && d <= hi);
+    assert!(depths.contains(&0.0), "{depths:?}");
+    for (lo, hi) in [(0.0, 1.0), (1.0, 3.0), (3.0, 6.0), (6.0, 9.0), (9.0, 12.0), (12.0, 18.0)] {
+        assert!(band(lo, hi), "no case in ({lo}, {hi}]: {depths:?}");
+    }
+}

@@ -108,24 +108,22 @@ unsafe fn run<T: ToeV>(x: &mut [f32], k: &Knee) {
     let kv = KneeV::new(k);
     let (chunks, rest) = x.as_chunks_mut::<CHUNK>();
     for xs in chunks {
-        // Into a local chunk, then copied back whole: a blend with the loaded value stored
-        // back in place is turned by LLVM into a masked store (`vmaskmovps`), which is
-        // microcoded and many times slower on AMD cores.
-        let mut out = [0f32; CHUNK];
-        let (src, dst) = (xs.as_ptr(), out.as_mut_ptr());
+        // In place: the toe/mid pass leaves the entries above the upper knee as they were,
+        // so the shoulder pass finds its inputs there.
+        let p = xs.as_mut_ptr();
         let mut any_hi = _mm256_setzero_ps();
         for i in (0..CHUNK).step_by(WAYS * LANES) {
-            // SAFETY: i + WAYS·8 ≤ CHUNK, the length of both.
-            let (o, hi) = toe_mid::<T>(each!(|j| _mm256_loadu_ps(src.add(i + j * LANES))), &kv);
+            // SAFETY: i + WAYS·8 ≤ CHUNK, the length of the chunk.
+            let (o, hi) = toe_mid::<T>(p.add(i), &kv);
             for j in 0..WAYS {
                 any_hi = _mm256_or_ps(any_hi, hi[j]);
-                _mm256_storeu_ps(dst.add(i + j * LANES), o[j]);
+                _mm256_storeu_ps(p.add(i + j * LANES), o[j]);
             }
         }
         if _mm256_movemask_ps(any_hi) != 0 {
-            shoulder::<Fused>(&mut out, xs, k);
+            let orig = *xs;
+            shoulder::<Fused>(xs, &orig, k);
         }
-        *xs = out;
     }
     // The last partial chunk: the generic code, which computes the same per entry.
     let mut out = [0f32; CHUNK];
@@ -134,17 +132,46 @@ unsafe fn run<T: ToeV>(x: &mut [f32], k: &Knee) {
     rest.copy_from_slice(out);
 }
 
-/// As `toe_mid::<T, Fused>` for two vectors: the new values and the above-the-knee masks.
+/// As `toe_mid::<T, Fused>` for the two vectors at `p`: the new values and the
+/// above-the-knee masks.
 #[inline(always)]
-unsafe fn toe_mid<T: ToeV>(xv: Vn, k: &KneeV) -> (Vn, Vn) {
+unsafe fn toe_mid<T: ToeV>(p: *const f32, k: &KneeV) -> (Vn, Vn) {
+    let xv: Vn = each!(|i| load_opaque(p.add(i * LANES)));
+    let z: Vn = each!(|i| _mm256_sub_ps(xv[i], k.c));
+    let lo: Vn = each!(|i| _mm256_cmp_ps::<_CMP_LT_OQ>(z[i], k.thr_lo));
+    // −z − w, as the scalar code rounds it.
+    let d: Vn = each!(|i| _mm256_sub_ps(_mm256_xor_ps(z[i], splat(-0.0)), k.w));
+    let drop = T::drop_v(d, lo, k);
+    // The input, `z` and the masks again from memory, rather than kept through the toe
+    // in registers (LLVM would spill them to the stack).
+    let xv: Vn = each!(|i| load_again(p.add(i * LANES)));
     let z: Vn = each!(|i| _mm256_sub_ps(xv[i], k.c));
     let lo: Vn = each!(|i| _mm256_cmp_ps::<_CMP_LT_OQ>(z[i], k.thr_lo));
     // Only a flag for the shoulder pass (which tests each entry itself): +inf may raise it.
     let hi: Vn = each!(|i| _mm256_cmp_ps::<_CMP_GT_OQ>(z[i], k.thr_hi));
-    // −z − w, as the scalar code rounds it.
-    let d: Vn = each!(|i| _mm256_sub_ps(_mm256_xor_ps(z[i], splat(-0.0)), k.w));
-    let drop = T::drop_v(d, lo, k);
     (each!(|i| _mm256_blendv_ps(xv[i], _mm256_sub_ps(k.c_lo, drop[i]), lo[i])), hi)
+}
+
+/// As [`load_opaque`], but never merged with another load of the same address.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn load_again(p: *const f32) -> __m256 {
+    let v: __m256;
+    // SAFETY: the caller's pointer has eight readable f32s.
+    std::arch::asm!("vmovups {v}, ymmword ptr [{p}]", v = out(ymm_reg) v, p = in(reg) p, options(readonly, nostack, preserves_flags));
+    v
+}
+
+/// Eight entries at `p`, loaded by an `asm!` the compiler cannot see through. A blend of
+/// a plain load with new values, stored back to the same address, is turned by LLVM into
+/// a masked store (`vmaskmovps`), which is microcoded and many times slower on AMD cores.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn load_opaque(p: *const f32) -> __m256 {
+    let v: __m256;
+    // SAFETY: the caller's pointer has eight readable f32s.
+    std::arch::asm!("vmovups {v}, ymmword ptr [{p}]", v = out(ymm_reg) v, p = in(reg) p, options(pure, readonly, nostack, preserves_flags));
+    v
 }
 
 /// `t = x − m` where it lies in `[−87.3, 0]` (else 0), and `e = exp(t)` there (else 0):
@@ -162,16 +189,17 @@ unsafe fn weight(xv: Vn, m: __m256) -> (Vn, Vn) {
     (each!(|i| _mm256_and_ps(e[i], valid[i])), t)
 }
 
-/// Eight entries from `x` at `i`, padded with −inf (no weight) past its end.
+/// Eight entries from `x` at `i`, padded with NaN past its end: NaN has no weight, and no
+/// floor keeps it (−inf would pass a floor of −inf).
 #[inline(always)]
 unsafe fn load_padded(x: &[f32], i: usize) -> __m256 {
     if i >= x.len() {
-        splat(f32::NEG_INFINITY)
+        splat(f32::NAN)
     } else if i + LANES <= x.len() {
         // SAFETY: in bounds, checked just above.
         _mm256_loadu_ps(x.as_ptr().add(i))
     } else {
-        let mut pad = [f32::NEG_INFINITY; LANES];
+        let mut pad = [f32::NAN; LANES];
         pad[..x.len() - i].copy_from_slice(&x[i..]);
         _mm256_loadu_ps(pad.as_ptr())
     }
@@ -235,6 +263,64 @@ pub(super) unsafe fn mass_profile(x: &[f32], m: f32) -> (f64, [f64; DEPTHS]) {
         }
     }
     (hsum(total), within.map(|w| hsum(w)))
+}
+
+/// For each mask of eight lanes, the indices of its set lanes in order (then zeros).
+static KEEP_INDEX: [[u32; LANES]; 256] = {
+    let mut t = [[0u32; LANES]; 256];
+    let mut mask = 0;
+    while mask < 256 {
+        let (mut i, mut n) = (0, 0);
+        while i < LANES {
+            if mask >> i & 1 == 1 {
+                t[mask][n] = i as u32;
+                n += 1;
+            }
+            i += 1;
+        }
+        mask += 1;
+    }
+    t
+};
+
+/// For each mask of eight lanes, how many are set (`popcnt` is not among the features
+/// this module may assume).
+static KEEP_COUNT: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut mask = 0;
+    while mask < 256 {
+        t[mask] = (mask as u32).count_ones() as u8;
+        mask += 1;
+    }
+    t
+};
+
+/// Writes the lanes of `xv` in `[floor, +inf)` to `dst + n` onwards, in order (eight
+/// lanes are stored: `dst` needs room for eight past the last kept entry); returns the
+/// new count. Branch-free: one permutation by a table of lane indices.
+#[inline(always)]
+unsafe fn keep(xv: __m256, floor: __m256, dst: *mut f32, n: usize) -> usize {
+    let keep = _mm256_and_ps(_mm256_cmp_ps::<_CMP_GE_OQ>(xv, floor), _mm256_cmp_ps::<_CMP_LT_OQ>(xv, splat(f32::INFINITY)));
+    let mask = _mm256_movemask_ps(keep) as usize & 0xff;
+    let idx = _mm256_loadu_si256(KEEP_INDEX[mask].as_ptr().cast());
+    _mm256_storeu_ps(dst.add(n), _mm256_permutevar8x32_ps(xv, idx));
+    n + KEEP_COUNT[mask] as usize
+}
+
+/// The finite entries `≥ floor`, in order.
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn compact(x: &[f32], floor: f32) -> Vec<f32> {
+    let fv = splat(floor);
+    let mut out: Vec<f32> = Vec::with_capacity(x.len() + LANES);
+    let dst = out.as_mut_ptr();
+    let mut n = 0;
+    for i in (0..x.len()).step_by(LANES) {
+        n = keep(load_padded(x, i), fv, dst, n);
+    }
+    // SAFETY: `keep` wrote the first `n` (at most `x.len()`) slots; it never stores past
+    // `n + 8 ≤ x.len() + 8`, the capacity.
+    out.set_len(n);
+    out
 }
 
 #[cfg(test)]
@@ -356,6 +442,37 @@ mod tests {
                     }
                     assert_same_bits(&format!("{shape:?} w={w:?} bh={bh:?} bt={bt:?} c={c}"), &x, &got, &want);
                 }
+            }
+        }
+    }
+
+    /// The table-driven compaction against the generic one: the same entries in the same
+    /// order, for floors that keep none, some and all, with non-finite entries and
+    /// lengths that end in a partial group.
+    #[test]
+    fn compact_matches_the_generic_code() {
+        if !have_avx2() {
+            eprintln!("no AVX2 + FMA on this CPU: nothing to compare");
+            return;
+        }
+        let mut s = 0x0bad_cafe_1234_5678u64;
+        let mut x: Vec<f32> = (0..10_007)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                ((s >> 40) as f32 / (1u64 << 24) as f32) * 40.0 - 30.0
+            })
+            .collect();
+        for (i, v) in [(3, f32::NEG_INFINITY), (4, f32::NAN), (5, f32::INFINITY), (9_999, f32::INFINITY), (10_006, 9.5)] {
+            x[i] = v;
+        }
+        for len in [0, 1, 7, 8, 9, 63, 1000, 10_007] {
+            for floor in [f32::NEG_INFINITY, -30.0, -3.0, 9.0, 9.5, 10.0, f32::INFINITY] {
+                let got = unsafe { compact(&x[..len], floor) };
+                let want = super::super::compact_body::<fastmath::Plain>(&x[..len], floor);
+                assert_eq!(got.len(), want.len(), "len {len} floor {floor}");
+                assert_same_bits(&format!("len {len} floor {floor}"), &want, &got, &want);
             }
         }
     }
