@@ -693,30 +693,33 @@ pub(crate) mod kernel {
         }
     }
 
-    /// The toe's drop `T(d)` below `c − w`, for `d = −z − w > 0`; monotone in `d`.
+    /// The toe below `c − w`: `c − w − T(d)` for `d = −z − w > 0`, `T` the shape's drop,
+    /// monotone in `d`.
     trait Toe {
-        fn drop<M: Madd>(d: f32, k: &Knee) -> f32;
+        fn toe<M: Madd>(d: f32, k: &Knee) -> f32;
     }
     struct LogToe;
     struct QuadraticToe;
     struct ExpToe;
 
     impl Toe for LogToe {
+        /// With one rounding for `c − w − β·ln(…)` where there is an FMA (as many as
+        /// before without): the log toe's subtraction is fused into its scale.
         #[inline(always)]
-        fn drop<M: Madd>(d: f32, k: &Knee) -> f32 {
-            k.bt * fastmath::log1p::<M>(d * k.inv_bt)
+        fn toe<M: Madd>(d: f32, k: &Knee) -> f32 {
+            M::madd(-k.bt, fastmath::log1p::<M>(d * k.inv_bt), k.c_lo)
         }
     }
     impl Toe for QuadraticToe {
         #[inline(always)]
-        fn drop<M: Madd>(d: f32, k: &Knee) -> f32 {
-            M::madd(d * k.half_inv_bt, d, d)
+        fn toe<M: Madd>(d: f32, k: &Knee) -> f32 {
+            k.c_lo - M::madd(d * k.half_inv_bt, d, d)
         }
     }
     impl Toe for ExpToe {
         #[inline(always)]
-        fn drop<M: Madd>(d: f32, k: &Knee) -> f32 {
-            k.bt * fastmath::exp2m1_pos::<M>(d * k.log2e_inv_bt)
+        fn toe<M: Madd>(d: f32, k: &Knee) -> f32 {
+            k.c_lo - k.bt * fastmath::exp2m1_pos::<M>(d * k.log2e_inv_bt)
         }
     }
 
@@ -776,7 +779,7 @@ pub(crate) mod kernel {
         // Only a flag for the shoulder pass, which tests each entry itself.
         let hi = z > k.thr_hi;
         let d = -z - k.w;
-        let toe = k.c_lo - T::drop::<M>(d, k);
+        let toe = T::toe::<M>(d, k);
         *o = if lo { toe } else { xv };
         hi as u32
     }

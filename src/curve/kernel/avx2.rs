@@ -53,15 +53,15 @@ impl KneeV {
     }
 }
 
-/// The toe's drop for two vectors of entries, as `Toe::drop::<Fused>` lane by lane on
-/// the lanes of `lo` (the entries below the lower knee; the others are discarded).
+/// The toe for two vectors of entries, as `Toe::toe::<Fused>` lane by lane on the lanes
+/// of `lo` (the entries below the lower knee; the others are discarded).
 trait ToeV: super::Toe {
-    unsafe fn drop_v(d: Vn, lo: Vn, k: &KneeV) -> Vn;
+    unsafe fn toe_v(d: Vn, lo: Vn, k: &KneeV) -> Vn;
 }
 
 impl ToeV for LogToe {
     #[inline(always)]
-    unsafe fn drop_v(d: Vn, lo: Vn, k: &KneeV) -> Vn {
+    unsafe fn toe_v(d: Vn, lo: Vn, k: &KneeV) -> Vn {
         let v: Vn = each!(|i| _mm256_mul_ps(d[i], k.inv_bt));
         // The log's small form, its `1 + v < 2` case and its `+inf` select serve only toe
         // entries within β of the knee, or at -inf: few, on real logits, so most vectors
@@ -71,22 +71,22 @@ impl ToeV for LogToe {
             lo[i]
         ));
         let l = if _mm256_movemask_ps(_mm256_or_ps(slow[0], slow[1])) == 0 { v8::log1p_from_one(v) } else { v8::log1p(v) };
-        each!(|i| _mm256_mul_ps(k.bt, l[i]))
+        each!(|i| _mm256_fnmadd_ps(k.bt, l[i], k.c_lo))
     }
 }
 
 impl ToeV for QuadraticToe {
     #[inline(always)]
-    unsafe fn drop_v(d: Vn, _lo: Vn, k: &KneeV) -> Vn {
-        each!(|i| _mm256_fmadd_ps(_mm256_mul_ps(d[i], k.half_inv_bt), d[i], d[i]))
+    unsafe fn toe_v(d: Vn, _lo: Vn, k: &KneeV) -> Vn {
+        each!(|i| _mm256_sub_ps(k.c_lo, _mm256_fmadd_ps(_mm256_mul_ps(d[i], k.half_inv_bt), d[i], d[i])))
     }
 }
 
 impl ToeV for ExpToe {
     #[inline(always)]
-    unsafe fn drop_v(d: Vn, _lo: Vn, k: &KneeV) -> Vn {
+    unsafe fn toe_v(d: Vn, _lo: Vn, k: &KneeV) -> Vn {
         let e = v8::exp2m1_pos(each!(|i| _mm256_mul_ps(d[i], k.log2e_inv_bt)));
-        each!(|i| _mm256_mul_ps(k.bt, e[i]))
+        each!(|i| _mm256_sub_ps(k.c_lo, _mm256_mul_ps(k.bt, e[i])))
     }
 }
 
@@ -111,16 +111,20 @@ unsafe fn run<T: ToeV>(x: &mut [f32], k: &Knee) {
         // In place: the toe/mid pass leaves the entries above the upper knee as they were,
         // so the shoulder pass finds its inputs there.
         let p = xs.as_mut_ptr();
-        let mut any_hi = _mm256_setzero_ps();
+        // The chunk's largest entry, NaN aside (`max(x, top)` keeps `top` for a NaN `x`):
+        // `x − c` rounds monotonically, so it is above the upper knee exactly when some
+        // entry's is.
+        let mut top = splat(f32::NEG_INFINITY);
         for i in (0..CHUNK).step_by(WAYS * LANES) {
             // SAFETY: i + WAYS·8 ≤ CHUNK, the length of the chunk.
-            let (o, hi) = toe_mid::<T>(p.add(i), &kv);
+            let (o, xv) = toe_mid::<T>(p.add(i), &kv);
             for j in 0..WAYS {
-                any_hi = _mm256_or_ps(any_hi, hi[j]);
+                top = _mm256_max_ps(xv[j], top);
                 _mm256_storeu_ps(p.add(i + j * LANES), o[j]);
             }
         }
-        if _mm256_movemask_ps(any_hi) != 0 {
+        let hi = _mm256_cmp_ps::<_CMP_GT_OQ>(_mm256_sub_ps(top, kv.c), kv.thr_hi);
+        if _mm256_movemask_ps(hi) != 0 {
             let orig = *xs;
             shoulder::<Fused>(xs, &orig, k);
         }
@@ -132,8 +136,7 @@ unsafe fn run<T: ToeV>(x: &mut [f32], k: &Knee) {
     rest.copy_from_slice(out);
 }
 
-/// As `toe_mid::<T, Fused>` for the two vectors at `p`: the new values and the
-/// above-the-knee masks.
+/// As `toe_mid::<T, Fused>` for the two vectors at `p`: the new values, and the inputs.
 #[inline(always)]
 unsafe fn toe_mid<T: ToeV>(p: *const f32, k: &KneeV) -> (Vn, Vn) {
     let xv: Vn = each!(|i| load_opaque(p.add(i * LANES)));
@@ -141,15 +144,12 @@ unsafe fn toe_mid<T: ToeV>(p: *const f32, k: &KneeV) -> (Vn, Vn) {
     let lo: Vn = each!(|i| _mm256_cmp_ps::<_CMP_LT_OQ>(z[i], k.thr_lo));
     // −z − w, as the scalar code rounds it.
     let d: Vn = each!(|i| _mm256_sub_ps(_mm256_xor_ps(z[i], splat(-0.0)), k.w));
-    let drop = T::drop_v(d, lo, k);
-    // The input, `z` and the masks again from memory, rather than kept through the toe
-    // in registers (LLVM would spill them to the stack).
+    let toe = T::toe_v(d, lo, k);
+    // The input and its toe mask again, from memory, rather than kept through the toe in
+    // registers (LLVM would spill them to the stack).
     let xv: Vn = each!(|i| load_again(p.add(i * LANES)));
-    let z: Vn = each!(|i| _mm256_sub_ps(xv[i], k.c));
-    let lo: Vn = each!(|i| _mm256_cmp_ps::<_CMP_LT_OQ>(z[i], k.thr_lo));
-    // Only a flag for the shoulder pass (which tests each entry itself): +inf may raise it.
-    let hi: Vn = each!(|i| _mm256_cmp_ps::<_CMP_GT_OQ>(z[i], k.thr_hi));
-    (each!(|i| _mm256_blendv_ps(xv[i], _mm256_sub_ps(k.c_lo, drop[i]), lo[i])), hi)
+    let lo: Vn = each!(|i| _mm256_cmp_ps::<_CMP_LT_OQ>(_mm256_sub_ps(xv[i], k.c), k.thr_lo));
+    (each!(|i| _mm256_blendv_ps(xv[i], toe[i], lo[i])), xv)
 }
 
 /// As [`load_opaque`], but never merged with another load of the same address.
@@ -174,19 +174,34 @@ unsafe fn load_opaque(p: *const f32) -> __m256 {
     v
 }
 
-/// `t = x − m` where it lies in `[−87.3, 0]` (else 0), and `e = exp(t)` there (else 0):
-/// the same weights as the generic `shifted` + `exp_neg`, whose `exp` is exactly 0 below
-/// −87.3 and which give non-finite entries no weight.
+/// `t = x − m` and `e = exp(t)` for the pivot sums, two ways:
+///
+/// - `EXACT`: `t` where it lies in `[−87.3, 0]` (else 0), and `e` there (else 0): the same
+///   weights as the generic `shifted` + `exp_neg`, whose `exp` is exactly 0 below −87.3
+///   and which give non-finite entries no weight;
+/// - otherwise `t` clamped below at −87.3 (a NaN becomes −87.3: `max` returns its second
+///   operand when one is NaN), which leaves a far or −inf entry a weight of 1.2e-38
+///   instead of 0, nothing beside the top's 1, with three operations fewer. `+inf` would
+///   weigh `NaN`: `bad` flags it, and the caller redoes its pass the exact way.
 #[inline(always)]
-unsafe fn weight(xv: Vn, m: __m256) -> (Vn, Vn) {
+unsafe fn weight<const EXACT: bool>(xv: Vn, m: __m256, bad: &mut __m256) -> (Vn, Vn) {
     let t: Vn = each!(|i| _mm256_sub_ps(xv[i], m));
-    let valid: Vn = each!(|i| _mm256_and_ps(
-        _mm256_cmp_ps::<_CMP_LE_OQ>(t[i], splat(0.0)),
-        _mm256_cmp_ps::<_CMP_GE_OQ>(t[i], splat(-87.3)),
-    ));
-    let t: Vn = each!(|i| _mm256_and_ps(t[i], valid[i]));
-    let e = v8::exp_neg_in_range(t);
-    (each!(|i| _mm256_and_ps(e[i], valid[i])), t)
+    if EXACT {
+        let valid: Vn = each!(|i| _mm256_and_ps(
+            _mm256_cmp_ps::<_CMP_LE_OQ>(t[i], splat(0.0)),
+            _mm256_cmp_ps::<_CMP_GE_OQ>(t[i], splat(-87.3)),
+        ));
+        let t: Vn = each!(|i| _mm256_and_ps(t[i], valid[i]));
+        let e = v8::exp_neg_in_range(t);
+        (each!(|i| _mm256_and_ps(e[i], valid[i])), t)
+    } else {
+        let t: Vn = each!(|i| _mm256_max_ps(t[i], splat(-87.3)));
+        *bad = _mm256_or_ps(
+            *bad,
+            _mm256_or_ps(_mm256_cmp_ps::<_CMP_GT_OQ>(t[0], splat(0.0)), _mm256_cmp_ps::<_CMP_GT_OQ>(t[1], splat(0.0))),
+        );
+        (v8::exp_neg_in_range(t), t)
+    }
 }
 
 /// Eight entries from `x` at `i`, padded with NaN past its end: NaN has no weight, and no
@@ -223,33 +238,53 @@ unsafe fn hsum(v: __m256d) -> f64 {
 /// `(Σ e, Σ e·t)` over the finite entries, `e = exp(t)`, `t = x − m`.
 #[target_feature(enable = "avx2,fma")]
 pub(super) unsafe fn weighted_sums(x: &[f32], m: f32) -> (f64, f64) {
+    match weighted_sums_with::<false>(x, m) {
+        Some(sums) => sums,
+        None => weighted_sums_with::<true>(x, m).expect("the exact weights flag nothing"),
+    }
+}
+
+/// [`weighted_sums`] with the weights of `weight::<EXACT>`; `None` if they flag an entry.
+#[inline(always)]
+unsafe fn weighted_sums_with<const EXACT: bool>(x: &[f32], m: f32) -> Option<(f64, f64)> {
     let mv = splat(m);
+    let mut bad = _mm256_setzero_ps();
     let (mut se, mut set) = (_mm256_setzero_pd(), _mm256_setzero_pd());
     for block in x.chunks(BLOCK) {
         let (mut ae, mut aet) = (_mm256_setzero_ps(), _mm256_setzero_ps());
         for i in (0..block.len()).step_by(WAYS * LANES) {
-            let (e, t) = weight(each!(|j| load_padded(block, i + j * LANES)), mv);
+            let (e, t) = weight::<EXACT>(each!(|j| load_padded(block, i + j * LANES)), mv, &mut bad);
             ae = _mm256_add_ps(ae, _mm256_add_ps(e[0], e[1]));
             aet = _mm256_fmadd_ps(e[1], t[1], _mm256_fmadd_ps(e[0], t[0], aet));
         }
         se = widen_add(se, ae);
         set = widen_add(set, aet);
     }
-    (hsum(se), hsum(set))
+    (_mm256_movemask_ps(bad) == 0).then(|| (hsum(se), hsum(set)))
 }
 
 /// `Σ e` and, for each of `MEDIAN_DEPTHS`, `Σ e` over the entries with `t ≥ −depth`.
 #[target_feature(enable = "avx2,fma")]
 pub(super) unsafe fn mass_profile(x: &[f32], m: f32) -> (f64, [f64; DEPTHS]) {
+    match mass_profile_with::<false>(x, m) {
+        Some(profile) => profile,
+        None => mass_profile_with::<true>(x, m).expect("the exact weights flag nothing"),
+    }
+}
+
+/// [`mass_profile`] with the weights of `weight::<EXACT>`; `None` if they flag an entry.
+#[inline(always)]
+unsafe fn mass_profile_with<const EXACT: bool>(x: &[f32], m: f32) -> Option<(f64, [f64; DEPTHS])> {
     let mv = splat(m);
     let thresholds = MEDIAN_DEPTHS.map(|d| splat(-d));
+    let mut bad = _mm256_setzero_ps();
     let mut total = _mm256_setzero_pd();
     let mut within = [_mm256_setzero_pd(); DEPTHS];
     for block in x.chunks(BLOCK) {
         let mut bt = _mm256_setzero_ps();
         let mut bw = [_mm256_setzero_ps(); DEPTHS];
         for i in (0..block.len()).step_by(WAYS * LANES) {
-            let (e, t) = weight(each!(|j| load_padded(block, i + j * LANES)), mv);
+            let (e, t) = weight::<EXACT>(each!(|j| load_padded(block, i + j * LANES)), mv, &mut bad);
             bt = _mm256_add_ps(bt, _mm256_add_ps(e[0], e[1]));
             for (w, th) in bw.iter_mut().zip(&thresholds) {
                 let a = _mm256_and_ps(e[0], _mm256_cmp_ps::<_CMP_GE_OQ>(t[0], *th));
@@ -262,7 +297,7 @@ pub(super) unsafe fn mass_profile(x: &[f32], m: f32) -> (f64, [f64; DEPTHS]) {
             *w = widen_add(*w, b);
         }
     }
-    (hsum(total), within.map(|w| hsum(w)))
+    (_mm256_movemask_ps(bad) == 0).then(|| (hsum(total), within.map(|w| hsum(w))))
 }
 
 /// For each mask of eight lanes, the indices of its set lanes in order (then zeros).
@@ -496,18 +531,24 @@ mod tests {
             .collect();
         x[17] = f32::NEG_INFINITY;
         x[18] = f32::NAN;
-        x[19] = f32::INFINITY;
         x[20] = -200.0;
-        let m = super::super::finite_max(&x).unwrap();
-        let (se, set) = unsafe { weighted_sums(&x, m) };
-        let (ge, get) = super::super::weighted_sums_body::<fastmath::Plain>(&x, m);
-        assert!((se - ge).abs() <= 1e-6 * ge, "{se} vs {ge}");
-        assert!((set - get).abs() <= 1e-6 * get.abs(), "{set} vs {get}");
-        let (tot, within) = unsafe { mass_profile(&x, m) };
-        let (gtot, gwithin) = super::super::mass_profile_body::<fastmath::Plain>(&x, m);
-        assert!((tot - gtot).abs() <= 1e-6 * gtot);
-        for (a, b) in within.iter().zip(gwithin) {
-            assert!((a - b).abs() <= 1e-6 * b.max(1e-30), "{a} vs {b}");
+        // Without +inf the clamped weights serve; with it, the exact ones.
+        for inf in [false, true] {
+            if inf {
+                x[19] = f32::INFINITY;
+            }
+            let m = super::super::finite_max(&x).unwrap();
+            let (se, set) = unsafe { weighted_sums(&x, m) };
+            let (ge, get) = super::super::weighted_sums_body::<fastmath::Plain>(&x, m);
+            assert!((se - ge).abs() <= 1e-6 * ge, "{se} vs {ge}");
+            assert!((set - get).abs() <= 1e-6 * get.abs(), "{set} vs {get}");
+            let (tot, within) = unsafe { mass_profile(&x, m) };
+            let (gtot, gwithin) = super::super::mass_profile_body::<fastmath::Plain>(&x, m);
+            assert!((tot - gtot).abs() <= 1e-6 * gtot);
+            for (a, b) in within.iter().zip(gwithin) {
+                assert!((a - b).abs() <= 1e-6 * b.max(1e-30), "{a} vs {b}");
+            }
+            assert_eq!(unsafe { weighted_sums_with::<false>(&x, m) }.is_none(), inf);
         }
     }
 }
