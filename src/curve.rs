@@ -564,8 +564,16 @@ pub(crate) mod kernel {
             let fine = m - MEDIAN_FINE[j];
             let fine_mass: f64 = cand.iter().zip(&wts).filter(|(&v, _)| v >= fine).map(|(_, &w)| w as f64).sum();
             if fine_mass >= half {
-                let keep: Vec<(f32, f32)> = cand.iter().copied().zip(wts.iter().copied()).filter(|&(v, _)| v >= fine).collect();
-                (cand, wts) = keep.into_iter().unzip();
+                // In place, in order: both vectors keep the entries at or above `fine`.
+                let mut n = 0;
+                for i in 0..cand.len() {
+                    if cand[i] >= fine {
+                        (cand[n], wts[n]) = (cand[i], wts[i]);
+                        n += 1;
+                    }
+                }
+                cand.truncate(n);
+                wts.truncate(n);
             }
         }
         weighted_select(&mut cand, &mut wts, half)

@@ -404,6 +404,18 @@ mod tests {
         }
     }
 
+    /// `n` logits uniform in [−30, 10), from a xorshift stream seeded with `seed`.
+    fn uniform_logits(n: usize, mut seed: u64) -> Vec<f32> {
+        (0..n)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                ((seed >> 40) as f32 / (1u64 << 24) as f32) * 40.0 - 30.0
+            })
+            .collect()
+    }
+
     fn assert_same_bits(name: &str, xs: &[f32], got: &[f32], want: &[f32]) {
         for ((x, g), w) in xs.iter().zip(got).zip(want) {
             assert!(g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()), "{name}({x}): {g} vs {w}");
@@ -490,15 +502,7 @@ mod tests {
             eprintln!("no AVX2 + FMA on this CPU: nothing to compare");
             return;
         }
-        let mut s = 0x0bad_cafe_1234_5678u64;
-        let mut x: Vec<f32> = (0..10_007)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                ((s >> 40) as f32 / (1u64 << 24) as f32) * 40.0 - 30.0
-            })
-            .collect();
+        let mut x = uniform_logits(10_007, 0x0bad_cafe_1234_5678);
         for (i, v) in [(3, f32::NEG_INFINITY), (4, f32::NAN), (5, f32::INFINITY), (9_999, f32::INFINITY), (10_006, 9.5)] {
             x[i] = v;
         }
@@ -520,15 +524,7 @@ mod tests {
             eprintln!("no AVX2 + FMA on this CPU: nothing to compare");
             return;
         }
-        let mut s = 0x1234_5678_9abc_def1u64;
-        let mut x: Vec<f32> = (0..100_003)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                ((s >> 40) as f32 / (1u64 << 24) as f32) * 40.0 - 30.0
-            })
-            .collect();
+        let mut x = uniform_logits(100_003, 0x1234_5678_9abc_def1);
         x[17] = f32::NEG_INFINITY;
         x[18] = f32::NAN;
         x[20] = -200.0;
