@@ -715,7 +715,7 @@ pub(crate) mod kernel {
         /// before without): the log toe's subtraction is fused into its scale.
         #[inline(always)]
         fn toe<M: Madd>(d: f32, k: &Knee) -> f32 {
-            M::madd(-k.bt, fastmath::log1p::<M>(d * k.inv_bt), k.c_lo)
+            M::madd(-k.bt, fastmath::log1p_toe::<M>(d * k.inv_bt), k.c_lo)
         }
     }
     impl Toe for QuadraticToe {

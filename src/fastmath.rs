@@ -13,13 +13,16 @@
 //! | --- | --- | --- |
 //! | [`log1p`] | `0 ≤ v < 1/8` | 0.65 ulp (3 asserted) |
 //! | [`log1p`] | `1/8 ≤ v < 2^64` | 2 ulp + 1.4e-7 absolute (2 ulp + 2e-7 asserted) |
+//! | [`log1p_toe`] | `0 ≤ v ≤ 2^126` | 1.89 ulp (2 asserted) |
 //! | [`exp_neg`] | `−87 ≤ t ≤ 0` | 0.98 ulp (degree-6 minimax); 0 below −87.3 |
 //! | [`exp2m1_pos`] | `0 ≤ u < 128` | 1.42 ulp (FMA), 1.70 ulp (SSE2); `+inf` from 128 |
 //!
-//! `log1p` and `exp2m1_pos` shape the curve, so they are monotone by construction (see
-//! each); the tests walk every 61st `f32` in `[0, 2^24]` and `[0, 130]` (every one with
-//! `HLG_EXHAUSTIVE=1`, which passed when each was written) and every `f32` around each
-//! binade boundary, and check that neither ever decreases.
+//! `log1p` (the shoulder's), `log1p_toe` (the log toe's) and `exp2m1_pos` (the exp toe's)
+//! shape the curve, so they must be monotone: the first and the last by construction (see
+//! each), `log1p_toe` by an exhaustive check. The tests walk every 61st `f32` of their
+//! domains (`[0, 2^24]`, `[0, +inf]`, `[0, 130]`; every one with `HLG_EXHAUSTIVE=1`, which
+//! passed when each was written) and every `f32` around each binade boundary, and check
+//! that none ever decreases.
 
 const LN2_HI: f32 = 0.693_145_75; // ln 2 split so that k·LN2_HI is exact for |k| < 2^9
 const LN2_LO: f32 = 1.428_606_8e-6;
@@ -136,6 +139,66 @@ pub(crate) fn log1p<M: Madd>(v: f32) -> f32 {
     }
 }
 
+/// [`log1p_toe`]'s polynomial: `(ln(1 + f) − f)/f²` on `[√½ − 1, √2 − 1]`, degree 7,
+/// fitted for the least relative error of `ln(1 + f)` (3.0e-8 before rounding to `f32`).
+const LN_Q: [f32; 8] = [
+    -0.499_999_9,
+    0.333_339_5,
+    -0.250_017_55,
+    0.199_620_72,
+    -0.165_705_08,
+    0.149_179_74,
+    -0.143_075_21,
+    0.087_348_41,
+];
+/// The bits of √½ rounded to `f32`: subtracted from `1 + v`'s bits, they move the binade's
+/// split from 2 to √2.
+const SQRT_HALF_BITS: u32 = 0x3f35_04f3;
+/// 2^126: [`log1p_toe`] clamps `v` here, so that `1 + v < √2·2^126` and `2^-k` is normal.
+const TOE_LOG_MAX: f32 = 8.507_059e37;
+/// The bits of 1.0.
+const ONE_BITS: u32 = 0x3f80_0000;
+
+/// `ln(1 + v)` for `0 ≤ v ≤ 2^126`, in one form for the whole range; `ln(1 + 2^126)` for
+/// larger `v` and `+inf` for `+inf`. The log toe's: with the entropy and median pivots,
+/// three vectors of eight toe entries in four (in the bench's model-like logits) hold
+/// entries on both sides of `v = 1`, and paid for both of [`log1p`]'s forms.
+///
+/// `1 + v = 2^k·m` with `m ∈ [√½, √2)`: `k` from the bits of the rounded `1 + v` (an
+/// integer subtraction of √½'s bits moves the binade's split from 2 to √2), then
+/// `f = m − 1 = v·2^-k + (2^-k − 1)` from `v` itself in one FMA, which rounds once
+/// where `m − 1` from the rounded `1 + v` would carry its rounding (2 ulp of the result
+/// near `v = √2 − 1`): `f = v` exactly for `k = 0`, so the value keeps its relative
+/// accuracy as `v → 0` and is exactly 0 at 0 (the toe meets the knee without a step).
+/// Then `(f + k·ln2_lo + f²·q(f)) + k·ln2_hi`, `q` of degree 7 in Estrin's form. `v` is clamped at
+/// 2^126 so that `2^-k` stays a normal `f32`: beyond it (`d/β` past 8.5e37) the value
+/// stays at 87.34, 1.4 short of the largest `ln(1 + v)`.
+///
+/// `q`'s coefficients alternate in sign, so unlike [`log1p`] this is not monotone by
+/// construction: within a binade the correction `f²·q(f)` moves by at most 0.42 of the
+/// step in `f` plus a few roundings of a value at most 0.21 of `f`. The tests walk every
+/// `f32` (with `HLG_EXHAUSTIVE=1`, which passed when it was written; every 61st
+/// otherwise, and every one around each binade edge) and check that it never decreases.
+#[inline(always)]
+pub(crate) fn log1p_toe<M: Madd>(v: f32) -> f32 {
+    let vc = if v < TOE_LOG_MAX { v } else { TOE_LOG_MAX };
+    let ix = (1.0 + vc).to_bits().wrapping_sub(SQRT_HALF_BITS);
+    // `k`, or `+inf` for `v = +inf` (whose bits would read as k = 128): it carries through
+    // every step below to a `+inf` result, off the polynomial's chain.
+    let kf = if v == f32::INFINITY { f32::INFINITY } else { ((ix as i32) >> 23) as f32 };
+    // 2^-k (0 ≤ k ≤ 126) from k·2^23, the top bits of `ix` (wrapping: the kernels also
+    // evaluate this on lanes they then discard).
+    let s = f32::from_bits(ONE_BITS.wrapping_sub(ix & 0xff80_0000));
+    let f = M::madd(vc, s, s - 1.0);
+    let (f2, f4) = (f * f, (f * f) * (f * f));
+    let lo = M::madd(M::madd(LN_Q[3], f, LN_Q[2]), f2, M::madd(LN_Q[1], f, LN_Q[0]));
+    let hi = M::madd(M::madd(LN_Q[7], f, LN_Q[6]), f2, M::madd(LN_Q[5], f, LN_Q[4]));
+    // `k·ln2_lo` joins `f` beside the polynomial, `k·ln2_hi` (exact) comes last: one FMA and
+    // one addition on the polynomial's chain, where `k·ln2_hi + (k·ln2_lo + p)` is three
+    // FMAs.
+    M::madd(f2, M::madd(hi, f4, lo), M::madd(kf, LN2_LO, f)) + kf * LN2_HI
+}
+
 /// `(exp(r) − 1 − r)/r²` on `|r| ≤ ln2/2`, degree 4, fitted for the least maximum
 /// relative error of `exp` (3.1e-9); [`exp_neg`] needs no monotonicity (it only weighs the
 /// pivots), so a minimax fit replaces a longer Taylor series like [`exp2m1_pos`]'s.
@@ -240,15 +303,16 @@ mod tests {
     struct Impl {
         name: &'static str,
         log1p: fn(f32) -> f32,
+        log1p_toe: fn(f32) -> f32,
         exp_neg: fn(f32) -> f32,
         exp2m1_pos: fn(f32) -> f32,
     }
 
     fn impls() -> Vec<Impl> {
-        let mut v = vec![Impl { name: "plain", log1p: log1p::<Plain>, exp_neg: exp_neg::<Plain>, exp2m1_pos: exp2m1_pos::<Plain> }];
+        let mut v = vec![Impl { name: "plain", log1p: log1p::<Plain>, log1p_toe: log1p_toe::<Plain>, exp_neg: exp_neg::<Plain>, exp2m1_pos: exp2m1_pos::<Plain> }];
         #[cfg(target_arch = "x86_64")]
         if std::is_x86_feature_detected!("fma") {
-            v.push(Impl { name: "fused", log1p: fused::log1p, exp_neg: fused::exp_neg, exp2m1_pos: fused::exp2m1_pos });
+            v.push(Impl { name: "fused", log1p: fused::log1p, log1p_toe: fused::log1p_toe, exp_neg: fused::exp_neg, exp2m1_pos: fused::exp2m1_pos });
         } else {
             eprintln!("no FMA on this CPU: only the plain variants are tested");
         }
@@ -257,7 +321,7 @@ mod tests {
 
     #[cfg(target_arch = "x86_64")]
     mod fused {
-        use super::super::{exp_neg as e, exp2m1_pos as em, log1p as l, Fused};
+        use super::super::{exp_neg as e, exp2m1_pos as em, log1p as l, log1p_toe as lt, Fused};
 
         macro_rules! wrap {
             ($name:ident, $f:ident) => {
@@ -272,6 +336,7 @@ mod tests {
             };
         }
         wrap!(log1p, l);
+        wrap!(log1p_toe, lt);
         wrap!(exp_neg, e);
         wrap!(exp2m1_pos, em);
     }
@@ -410,6 +475,69 @@ mod tests {
                 let y = (2.0f32).powi(k);
                 let lo = f32::from_bits(y.to_bits() - 4096).max(0.0) - 1.0;
                 assert_monotone("log1p", f.log1p, lo.max(0.0), f32::from_bits(y.to_bits() + 4096) - 1.0, 1);
+            }
+        }
+    }
+
+    #[test]
+    fn log1p_toe_table() {
+        for f in impls() {
+            for &(v, want) in &[
+                (0.0f32, 0.0f64),
+                (1e-30, 1e-30),
+                (1e-8, 9.99999995e-9),
+                (0.25, 0.22314355131420976),
+                (1.0, std::f64::consts::LN_2),
+                (3.0, 1.3862943611198906),
+                (1e6, 13.815511557963774),
+                (1e30, 69.07755278982137),
+                (8.507059e37, 87.3365447505531),
+            ] {
+                let got = (f.log1p_toe)(v) as f64;
+                assert!(ulps(got as f32, want) <= 2.0, "{}: log1p_toe({v}) = {got}, want {want}", f.name);
+            }
+            assert_eq!((f.log1p_toe)(0.0).to_bits(), 0, "exactly +0 at the knee");
+            // Saturated past 2^126.
+            let top = (f.log1p_toe)(TOE_LOG_MAX);
+            for v in [TOE_LOG_MAX.next_up(), 1e38, f32::MAX] {
+                assert_eq!((f.log1p_toe)(v), top);
+            }
+            assert_eq!((f.log1p_toe)(f32::INFINITY), f32::INFINITY);
+        }
+    }
+
+    /// Within 2 ulp of `ln(1 + v)` up to the clamp at 2^126.
+    #[test]
+    fn log1p_toe_accuracy() {
+        for f in impls() {
+            let (mut worst, mut at) = (0f64, 0f32);
+            let mut track = |v: f32| {
+                let e = ulps((f.log1p_toe)(v), (v as f64).ln_1p());
+                if e > worst {
+                    (worst, at) = (e, v);
+                }
+            };
+            walk(0.0, TOE_LOG_MAX, 127, &mut track);
+            walk(0.40, 0.43, 1, &mut track);
+            walk(1.82, 1.84, 1, &mut track);
+            walk(1e-6, 1e-5, 1, &mut track);
+            println!("log1p_toe ({}): max {worst:.3} ulp at {at:e}", f.name);
+            assert!(worst <= 2.0, "log1p_toe {worst} ulp at {at}");
+        }
+    }
+
+    /// Every 61st f32 from 0 to +inf (every one with `HLG_EXHAUSTIVE=1`), and every one
+    /// around each binade edge `1 + v = √2·2^k` and each power of two.
+    #[test]
+    fn log1p_toe_monotone() {
+        for f in impls() {
+            assert_monotone("log1p_toe", f.log1p_toe, 0.0, f32::INFINITY, stride());
+            for k in 0..128 {
+                for edge in [std::f32::consts::SQRT_2 * (2.0f32).powi(k), (2.0f32).powi(k)] {
+                    let lo = (f32::from_bits(edge.to_bits().saturating_sub(4096)) - 1.0).max(0.0);
+                    let hi = f32::from_bits(edge.to_bits().saturating_add(4096).min(f32::MAX.to_bits())) - 1.0;
+                    assert_monotone("log1p_toe", f.log1p_toe, lo, hi, 1);
+                }
             }
         }
     }

@@ -1,4 +1,4 @@
-//! Eight lanes of [`log1p`](super::log1p), [`exp_neg`](super::exp_neg) and
+//! Eight lanes of [`log1p_toe`](super::log1p_toe), [`exp_neg`](super::exp_neg) and
 //! [`exp2m1_pos`](super::exp2m1_pos) with AVX2 and FMA intrinsics: lane for lane the same
 //! operations, in the same order and with the same roundings, as the scalar functions
 //! instantiated with [`Fused`](super::Fused). The results are therefore bit-identical to
@@ -17,11 +17,11 @@
 
 use std::arch::x86_64::*;
 
-use super::{C, EXP_Q, LN2_HI, LN2_LO, LOG2_E, P, R, ROUND_MAGIC, SPLICE, S_MAX};
+use super::{C, EXP_Q, LN2_HI, LN2_LO, LN_Q, LOG2_E, ONE_BITS, ROUND_MAGIC, SQRT_HALF_BITS, TOE_LOG_MAX};
 
 /// Two vectors of eight lanes, computed together: each step below is written once and
 /// applied to both vectors before the next step, so that the CPU has two independent
-/// chains in flight (one chain of the log is ~25 dependent operations long, more than the
+/// chains in flight (one chain of the log toe is ~20 dependent operations long, more than the
 /// out-of-order window hides on its own; four chains measured no faster than two).
 pub(crate) type Vn = [__m256; 2];
 
@@ -62,88 +62,34 @@ unsafe fn fma(a: __m256, b: __m256, c: __m256) -> __m256 {
     _mm256_fmadd_ps(a, b, c)
 }
 
-/// `ln(1 + v)`, as [`super::log1p`].
+/// `ln(1 + v)`, as [`super::log1p_toe`].
 #[inline(always)]
-pub(crate) unsafe fn log1p(v: Vn) -> Vn {
-    let small = log1p_small(v);
-    let large = log1p_large(v);
-    each!(|i| _mm256_blendv_ps(
-        _mm256_blendv_ps(large[i], small[i], _mm256_cmp_ps::<_CMP_LT_OQ>(v[i], splat(0.125))),
-        splat(f32::INFINITY),
-        _mm256_cmp_ps::<_CMP_EQ_OQ>(v[i], splat(f32::INFINITY)),
-    ))
-}
-
-/// [`log1p`] for lanes with `1 ≤ v < +inf`: the large form alone, without its `k = 0`
-/// case (`1 + v ≥ 2` here), its clamp at the splice (the value is at least `ln 2`) and the
-/// `+inf` select. Bit-identical to [`log1p`] on those lanes; the other lanes are not
-/// `ln(1 + v)`. The toe uses it for vectors whose entries all lie at least `β` past its
-/// knee (on real logits, nearly all of them).
-#[inline(always)]
-pub(crate) unsafe fn log1p_from_one(v: Vn) -> Vn {
-    let (kf, m) = binade(v);
-    let sg = s_of_g(each!(|i| _mm256_sub_ps(splat(2.0), m[i])));
-    k_ln2_minus(kf, sg)
-}
-
-/// `1 + v = 2^k·m`, `m ∈ [1, 2)`: `(k + 1, m)`, from the bits of the rounded `1 + v`.
-#[inline(always)]
-unsafe fn binade(v: Vn) -> (Vn, Vn) {
-    let bits: [__m256i; 2] = each!(|i| _mm256_castps_si256(_mm256_add_ps(splat(1.0), v[i])));
-    let kf: Vn =
-        each!(|i| _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32::<23>(bits[i]), _mm256_set1_epi32(0x7e))));
-    let m: Vn = each!(|i| _mm256_castsi256_ps(_mm256_or_si256(
-        _mm256_and_si256(bits[i], _mm256_set1_epi32(0x007f_ffff)),
-        _mm256_set1_epi32(0x3f80_0000),
+pub(crate) unsafe fn log1p_toe(v: Vn) -> Vn {
+    let s = splat;
+    // `minps` returns its second operand for a NaN, as the scalar `if v < MAX`.
+    let vc: Vn = each!(|i| _mm256_min_ps(v[i], s(TOE_LOG_MAX)));
+    let ix: [__m256i; 2] = each!(|i| _mm256_sub_epi32(
+        _mm256_castps_si256(_mm256_add_ps(s(1.0), vc[i])),
+        _mm256_set1_epi32(SQRT_HALF_BITS as i32)
+    ));
+    // k, or +inf for v = +inf.
+    let kf: Vn = each!(|i| _mm256_blendv_ps(
+        _mm256_cvtepi32_ps(_mm256_srai_epi32::<23>(ix[i])),
+        s(f32::INFINITY),
+        _mm256_cmp_ps::<_CMP_EQ_OQ>(v[i], s(f32::INFINITY)),
+    ));
+    // 2^-k from k·2^23.
+    let sc: Vn = each!(|i| _mm256_castsi256_ps(_mm256_sub_epi32(
+        _mm256_set1_epi32(ONE_BITS as i32),
+        _mm256_and_si256(ix[i], _mm256_set1_epi32(0xff80_0000u32 as i32))
     )));
-    (kf, m)
-}
-
-/// `kf·ln 2 − S`, with `ln 2` in two parts, as the large form rounds it.
-#[inline(always)]
-unsafe fn k_ln2_minus(kf: Vn, sg: Vn) -> Vn {
-    each!(|i| fma(kf[i], splat(LN2_HI), _mm256_fmsub_ps(kf[i], splat(LN2_LO), sg[i])))
-}
-
-/// `S(g)`, capped just below `ln 2`, as in [`super::log1p`]'s large form.
-#[inline(always)]
-unsafe fn s_of_g(g: Vn) -> Vn {
-    let s = splat;
-    let g2: Vn = each!(|i| _mm256_mul_ps(g[i], g[i]));
-    let g4: Vn = each!(|i| _mm256_mul_ps(g2[i], g2[i]));
-    let r03: Vn = each!(|i| fma(fma(s(R[3]), g[i], s(R[2])), g2[i], fma(s(R[1]), g[i], s(R[0]))));
-    let r46: Vn = each!(|i| fma(s(R[6]), g2[i], fma(s(R[5]), g[i], s(R[4]))));
-    let r: Vn = each!(|i| fma(_mm256_mul_ps(s(R[9]), g[i]), _mm256_mul_ps(g4[i], g4[i]), fma(r46[i], g4[i], r03[i])));
-    each!(|i| _mm256_min_ps(_mm256_mul_ps(g[i], r[i]), s(S_MAX)))
-}
-
-/// The small form of [`super::log1p`], clamped at the splice.
-#[inline(always)]
-unsafe fn log1p_small(v: Vn) -> Vn {
-    let s = splat;
-    let v2: Vn = each!(|i| _mm256_mul_ps(v[i], v[i]));
-    let p: Vn = each!(|i| _mm256_add_ps(
-        fma(fma(s(P[3]), v[i], s(P[2])), v2[i], fma(s(P[1]), v[i], s(P[0]))),
-        _mm256_mul_ps(s(P[4]), _mm256_mul_ps(v2[i], v2[i])),
-    ));
-    // `if small < SPLICE { small } else { SPLICE }` is exactly `minps(small, SPLICE)`.
-    each!(|i| _mm256_min_ps(_mm256_fnmadd_ps(v2[i], p[i], v[i]), s(SPLICE)))
-}
-
-/// The large form of [`super::log1p`], clamped at the splice.
-#[inline(always)]
-unsafe fn log1p_large(v: Vn) -> Vn {
-    let s = splat;
-    let (kf, m) = binade(v);
-    // `2 − m` is exact; for `k = 0`, `1 − v` is the same value without `1 + v`'s rounding.
-    let g: Vn = each!(|i| _mm256_blendv_ps(
-        _mm256_sub_ps(s(2.0), m[i]),
-        _mm256_sub_ps(s(1.0), v[i]),
-        _mm256_cmp_ps::<_CMP_EQ_OQ>(kf[i], s(1.0)),
-    ));
-    let large = k_ln2_minus(kf, s_of_g(g));
-    // `if large > SPLICE { large } else { SPLICE }` is exactly `maxps(large, SPLICE)`.
-    each!(|i| _mm256_max_ps(large[i], s(SPLICE)))
+    let f: Vn = each!(|i| fma(vc[i], sc[i], _mm256_sub_ps(sc[i], s(1.0))));
+    let f2: Vn = each!(|i| _mm256_mul_ps(f[i], f[i]));
+    let f4: Vn = each!(|i| _mm256_mul_ps(f2[i], f2[i]));
+    let lo: Vn = each!(|i| fma(fma(s(LN_Q[3]), f[i], s(LN_Q[2])), f2[i], fma(s(LN_Q[1]), f[i], s(LN_Q[0]))));
+    let hi: Vn = each!(|i| fma(fma(s(LN_Q[7]), f[i], s(LN_Q[6])), f2[i], fma(s(LN_Q[5]), f[i], s(LN_Q[4]))));
+    let c: Vn = each!(|i| fma(kf[i], s(LN2_LO), f[i]));
+    each!(|i| _mm256_add_ps(fma(f2[i], fma(hi[i], f4[i], lo[i]), c[i]), _mm256_mul_ps(kf[i], s(LN2_HI))))
 }
 
 /// `exp(t)` for `−87.3 ≤ t ≤ 0`: [`super::exp_neg`] without its underflow select, which
