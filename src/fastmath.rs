@@ -170,9 +170,9 @@ const ONE_BITS: u32 = 0x3f80_0000;
 /// where `m − 1` from the rounded `1 + v` would carry its rounding (2 ulp of the result
 /// near `v = √2 − 1`): `f = v` exactly for `k = 0`, so the value keeps its relative
 /// accuracy as `v → 0` and is exactly 0 at 0 (the toe meets the knee without a step).
-/// Then `(f + k·ln2_lo + f²·q(f)) + k·ln2_hi`, `q` of degree 7 in Estrin's form. `v` is clamped at
-/// 2^126 so that `2^-k` stays a normal `f32`: beyond it (`d/β` past 8.5e37) the value
-/// stays at 87.34, 1.4 short of the largest `ln(1 + v)`.
+/// Then `(f + k·ln2_lo + f²·q(f)) + k·ln2_hi`, `q` of degree 7 in Estrin's form. `v` is
+/// clamped at 2^126 so that `2^-k` stays a normal `f32`: beyond it (`d/β` past 8.5e37)
+/// the value stays at 87.34, 1.4 short of the largest `ln(1 + v)`.
 ///
 /// `q`'s coefficients alternate in sign, so unlike [`log1p`] this is not monotone by
 /// construction: within a binade the correction `f²·q(f)` moves by at most 0.42 of the
@@ -193,9 +193,10 @@ pub(crate) fn log1p_toe<M: Madd>(v: f32) -> f32 {
     let (f2, f4) = (f * f, (f * f) * (f * f));
     let lo = M::madd(M::madd(LN_Q[3], f, LN_Q[2]), f2, M::madd(LN_Q[1], f, LN_Q[0]));
     let hi = M::madd(M::madd(LN_Q[7], f, LN_Q[6]), f2, M::madd(LN_Q[5], f, LN_Q[4]));
-    // `k·ln2_lo` joins `f` beside the polynomial, `k·ln2_hi` (exact) comes last: one FMA and
-    // one addition on the polynomial's chain, where `k·ln2_hi + (k·ln2_lo + p)` is three
-    // FMAs.
+    // `k·ln2_lo` joins `f` beside the polynomial and `k·ln2_hi` (exact) comes last: one FMA
+    // and one addition after `q`, where `p = f + f²·q`, then `k·ln2_hi + (k·ln2_lo + p)`
+    // took three FMAs. (Adding `f²·q` after `k·ln 2 + f`, or a rounded `k·ln 2` after `p`,
+    // fails the monotonicity walk.)
     M::madd(f2, M::madd(hi, f4, lo), M::madd(kf, LN2_LO, f)) + kf * LN2_HI
 }
 

@@ -21,8 +21,8 @@ use super::{C, EXP_Q, LN2_HI, LN2_LO, LN_Q, LOG2_E, ONE_BITS, ROUND_MAGIC, SQRT_
 
 /// Two vectors of eight lanes, computed together: each step below is written once and
 /// applied to both vectors before the next step, so that the CPU has two independent
-/// chains in flight (one chain of the log toe is ~20 dependent operations long, more than the
-/// out-of-order window hides on its own; four chains measured no faster than two).
+/// chains in flight (one chain of the log toe is ~20 dependent operations long, more than
+/// the out-of-order window hides on its own; four chains measured no faster than two).
 pub(crate) type Vn = [__m256; 2];
 
 /// The same expression for each of the two vectors (index `$i`). Expanded in place, not

@@ -415,7 +415,8 @@ mod tests {
 
     /// The vector functions against the scalar `Fused` ones, bit for bit: every 127th
     /// f32 of their domains (every one with `HLG_EXHAUSTIVE=1`), every one near the
-    /// log's splice and binade edges and the exp's overflow, and the special values.
+    /// log's binade edges (`1 + v = √2·2^k`) and clamp and the exp's overflow, negative
+    /// inputs (lanes the kernel discards), and the special values.
     #[test]
     fn v8_functions_match_the_scalar_ones_bit_for_bit() {
         if !have_avx2() {
