@@ -167,7 +167,7 @@ const ONE_BITS: u32 = 0x3f80_0000;
 /// `1 + v = 2^k·m` with `m ∈ [√½, √2)`: `k` from the bits of the rounded `1 + v` (an
 /// integer subtraction of √½'s bits moves the binade's split from 2 to √2), then
 /// `f = m − 1 = v·2^-k + (2^-k − 1)` from `v` itself in one FMA, which rounds once
-/// where `m − 1` from the rounded `1 + v` would carry its rounding (2 ulp of the result
+/// where `m − 1` from the rounded `1 + v` would carry its rounding (2.6 ulp of the result,
 /// near `v = √2 − 1`): `f = v` exactly for `k = 0`, so the value keeps its relative
 /// accuracy as `v → 0` and is exactly 0 at 0 (the toe meets the knee without a step).
 /// Then `(f + k·ln2_lo + f²·q(f)) + k·ln2_hi`, `q` of degree 7 in Estrin's form. `v` is
