@@ -154,7 +154,7 @@ impl HlgConfig {
     /// cfg.set("width", RawValue::Str("off".into()))?;
     /// assert_eq!(cfg.curve().width(), None);
     /// let err = cfg.set("shoulder", RawValue::Number(0.0)).unwrap_err();
-    /// assert_eq!(err.to_string(), r#"`hlg.shoulder` must be a number >= 1e-6 or "off", got 0"#);
+    /// assert_eq!(err.to_string(), r#"`hlg.shoulder` must be a number in [1e-6, 1000] or "off", got 0"#);
     /// # Ok::<(), mistralrs_hlg::HlgError>(())
     /// ```
     pub fn set(&mut self, field: &str, value: RawValue) -> Result<(), HlgError> {

@@ -149,8 +149,8 @@ impl Default for HlgCurve {
 }
 
 impl HlgCurve {
-    /// A curve from its parameters, validated: `offset ≥ 0`, `width ≥ 0`,
-    /// `shoulder, toe ≥ MIN_BETA`, every number finite.
+    /// A curve from its parameters, validated: `offset, width ∈ [0, MAX_NATS]`,
+    /// `shoulder, toe ∈ [MIN_BETA, MAX_NATS]`.
     pub fn new(
         pivot: Pivot,
         width: Option<f32>,
@@ -307,7 +307,14 @@ impl HlgCurve {
     }
 }
 
-/// The accepted range of one numeric parameter: finite as an `f32` and `≥ min`.
+/// The largest value of every numeric parameter, in nats. Logits span tens of nats, so
+/// nothing useful lies beyond; the bound keeps the curve finite: the shoulder's
+/// `(z − w)/β` stays below 1e9 for the top token, and `max − offset` keeps the logits'
+/// precision (an offset of 1e8 rounds every logit to a multiple of 8, and 1e33 with a
+/// tiny shoulder sent every finite logit to +inf).
+pub const MAX_NATS: f32 = 1000.0;
+
+/// The accepted range of one numeric parameter: finite, `min ≤ v ≤ MAX_NATS`.
 pub(crate) struct Range {
     pub(crate) param: &'static str,
     min: f64,
@@ -315,22 +322,22 @@ pub(crate) struct Range {
 }
 
 pub(crate) const PIVOT_OFFSET: Range =
-    Range { param: "hlg.pivot_offset", min: 0.0, expected: "a number >= 0" };
+    Range { param: "hlg.pivot_offset", min: 0.0, expected: "a number in [0, 1000]" };
 pub(crate) const WIDTH: Range =
-    Range { param: "hlg.width", min: 0.0, expected: "a number >= 0 or \"off\"" };
+    Range { param: "hlg.width", min: 0.0, expected: "a number in [0, 1000] or \"off\"" };
 pub(crate) const SHOULDER: Range = Range {
     param: "hlg.shoulder",
     min: MIN_BETA as f64,
-    expected: "a number >= 1e-6 or \"off\"",
+    expected: "a number in [1e-6, 1000] or \"off\"",
 };
 pub(crate) const TOE: Range =
-    Range { param: "hlg.toe", min: MIN_BETA as f64, expected: "a number >= 1e-6 or \"off\"" };
+    Range { param: "hlg.toe", min: MIN_BETA as f64, expected: "a number in [1e-6, 1000] or \"off\"" };
 
 impl Range {
     /// The value as an `f32`, or the error naming the parameter and its range. A value
     /// beyond `f32`'s range is rejected, never rounded to infinity.
     pub(crate) fn check(&self, v: f64) -> Result<f32, HlgError> {
-        if v.is_finite() && v.abs() <= f32::MAX as f64 && v >= self.min {
+        if v.is_finite() && v >= self.min && v <= MAX_NATS as f64 {
             Ok(v as f32)
         } else {
             Err(self.error(crate::config::render_number(v)))

@@ -11,7 +11,7 @@ use std::fmt;
 /// use mistralrs_hlg::HlgConfig;
 ///
 /// let err = serde_json::from_str::<HlgConfig>(r#"{"toe": -2}"#).unwrap_err();
-/// assert_eq!(err.to_string(), r#"`hlg.toe` must be a number >= 1e-6 or "off", got -2"#);
+/// assert_eq!(err.to_string(), r#"`hlg.toe` must be a number in [1e-6, 1000] or "off", got -2"#);
 /// ```
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 #[non_exhaustive]

@@ -108,19 +108,62 @@ impl HlgProcessor {
 }
 
 impl CustomLogitsProcessor for HlgProcessor {
+    /// Never fails and never panics into the engine (a processor error aborts the whole
+    /// batch's sampling step, other users' sequences included): a transform that errs,
+    /// panics, or leaves no finite entry or a `+inf` hands the logits back unchanged,
+    /// with a warning. Every accepted curve keeps finite inputs finite or `-inf` with
+    /// the top entry finite, so this is a guard, not a path that is expected to run.
     fn apply(&self, logits: &Tensor, _context: &[u32]) -> candle_core::Result<Tensor> {
+        let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.transform(logits)));
+        let reason = match out {
+            Ok(Ok(Some(t))) => return Ok(t),
+            Ok(Ok(None)) => "left no finite logit or a +inf".to_string(),
+            Ok(Err(e)) => format!("failed: {e}"),
+            Err(_) => "panicked".to_string(),
+        };
+        tracing::warn!(curve = ?self.curve, "HLG {reason}: the logits pass through unchanged");
+        Ok(logits.clone())
+    }
+}
+
+impl HlgProcessor {
+    /// The transformed logits, or `None` when the result has no finite entry or a `+inf`.
+    fn transform(&self, logits: &Tensor) -> candle_core::Result<Option<Tensor>> {
         #[cfg(feature = "mlx")]
         if self.backend == Backend::Mlx {
-            return apply_mlx(&self.curve, logits);
+            let t = apply_mlx(&self.curve, logits)?;
+            return Ok(sane_tensor(&t)?.then_some(t));
         }
         if logits.rank() == 1 && logits.dtype() == DType::F32 && matches!(logits.device(), Device::Cpu) {
             let mut v: Vec<f32> = logits.to_vec1()?;
             self.curve.apply(&mut v);
-            Tensor::from_vec(v, logits.shape(), logits.device())
+            if !sane(&v) {
+                return Ok(None);
+            }
+            Tensor::from_vec(v, logits.shape(), logits.device()).map(Some)
         } else {
-            crate::backend::candle::apply(&self.curve, logits)
+            let t = crate::backend::candle::apply(&self.curve, logits)?;
+            Ok(sane_tensor(&t)?.then_some(t))
         }
     }
+}
+
+/// At least one finite entry and no `+inf`: what the sampler needs to draw a token.
+fn sane(v: &[f32]) -> bool {
+    // Bitwise accumulation without an early exit, so the loop vectorises.
+    let (mut finite, mut pos_inf) = (false, false);
+    for &x in v {
+        finite |= x.is_finite();
+        pos_inf |= x == f32::INFINITY;
+    }
+    finite && !pos_inf
+}
+
+/// [`sane`] for each row of a tensor on any device: the row maxima are finite.
+fn sane_tensor(t: &Tensor) -> candle_core::Result<bool> {
+    let last = t.rank().saturating_sub(1);
+    let max: Vec<f32> = t.to_dtype(DType::F32)?.max_keepdim(last)?.flatten_all()?.to_vec1()?;
+    Ok(max.iter().all(|m| m.is_finite()))
 }
 
 /// The logits through MLX: copied to an f32 array of the same shape, transformed on

@@ -21,6 +21,9 @@ fn validation_messages() {
         r#"{"width": null}"#,
         r#"{"width": 1e39}"#,
         r#"{"pivot_offset": -1}"#,
+        r#"{"pivot_offset": 1e33}"#,
+        r#"{"toe": 1000.5}"#,
+        r#"{"shoulder": 1e6}"#,
         r#"{"pivot_offset": "off"}"#,
         r#"{"pivot": "mean"}"#,
         r#"{"pivot": 3}"#,
@@ -42,7 +45,7 @@ fn validation_messages() {
 #[test]
 fn serde_json_error_text_carries_the_message() {
     let err = serde_json::from_str::<HlgConfig>(r#"{"toe": -2}"#).unwrap_err();
-    assert_eq!(err.to_string(), r#"`hlg.toe` must be a number >= 1e-6 or "off", got -2"#);
+    assert_eq!(err.to_string(), r#"`hlg.toe` must be a number in [1e-6, 1000] or "off", got -2"#);
 }
 
 #[test]
@@ -113,7 +116,7 @@ fn flags_use_the_same_validation() {
     let err = HlgConfig::from_pairs([("toe", "-1")]).unwrap_err();
     assert_eq!(err.param(), "hlg.toe");
     let err = HlgConfig::from_pairs([("width", "inf")]).unwrap_err();
-    assert_eq!(err.to_string(), r#"`hlg.width` must be a number >= 0 or "off", got "inf""#);
+    assert_eq!(err.to_string(), r#"`hlg.width` must be a number in [0, 1000] or "off", got "inf""#);
     let err = HlgConfig::from_pairs([("toe_shape", "cubic")]).unwrap_err();
     assert_eq!(err.param(), "hlg.toe_shape");
     assert!(HlgConfig::from_pairs([("nope", "1")]).is_err());

@@ -162,3 +162,67 @@ fn median_of_long_vectors_in_every_depth_band() {
         assert!(band(lo, hi), "no case in ({lo}, {hi}]: {depths:?}");
     }
 }
+
+/// Every accepted value, the bounds included: the range's ends, values near them, and
+/// the middle of the range on a log scale.
+fn accepted(min: f32) -> impl Strategy<Value = f32> {
+    let max = mistralrs_hlg::curve::MAX_NATS;
+    prop_oneof![
+        Just(min),
+        Just(max),
+        (min.max(1e-6).ln()..max.ln()).prop_map(f32::exp),
+        0.0f32..1.0,
+    ]
+    .prop_map(move |v| v.clamp(min, max))
+}
+
+fn accepted_knob(min: f32) -> impl Strategy<Value = Option<f32>> {
+    prop_oneof![5 => accepted(min).prop_map(Some), 1 => Just(None)]
+}
+
+/// Any accepted curve, extremes included.
+fn any_accepted_curve() -> impl Strategy<Value = HlgCurve> {
+    let beta = mistralrs_hlg::curve::MIN_BETA;
+    let pivot = prop_oneof![accepted(0.0).prop_map(|offset| Pivot::Top { offset }), Just(Pivot::Entropy), Just(Pivot::Median)];
+    (pivot, accepted_knob(0.0), accepted_knob(beta), accepted_knob(beta), shape())
+        .prop_map(|(p, w, bh, bt, s)| HlgCurve::new(p, w, bh, bt, s).expect("an accepted curve"))
+}
+
+/// Any finite logits, up to f32's largest magnitudes.
+fn any_finite_logits() -> impl Strategy<Value = Vec<f32>> {
+    let entry = prop_oneof![
+        4 => -40.0f32..20.0,
+        2 => -f32::MAX..f32::MAX,
+        1 => prop_oneof![Just(f32::MAX), Just(-f32::MAX), Just(f32::MIN_POSITIVE), Just(0.0)],
+    ];
+    prop::collection::vec(entry, 1..300)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2048))]
+
+    /// The bound of every numeric field: for every accepted curve and every finite input,
+    /// each output is finite or −inf and the top token's is finite, so the sampler always
+    /// has a distribution (issue #18: `pivot_offset` 1e33 with a tiny shoulder sent every
+    /// logit to +inf).
+    #[test]
+    fn accepted_curves_keep_finite_logits_usable(c in any_accepted_curve(), x in any_finite_logits()) {
+        let y = applied(&c, &x);
+        for (a, b) in x.iter().zip(&y) {
+            prop_assert!(b.is_finite() || *b == f32::NEG_INFINITY, "{c:?}: {a} -> {b}");
+        }
+        let top = x.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).unwrap().0;
+        prop_assert!(y[top].is_finite(), "{c:?}: the top logit {} -> {}", x[top], y[top]);
+    }
+}
+
+#[test]
+fn the_bounds_are_the_accepted_ranges() {
+    use mistralrs_hlg::curve::{MAX_NATS, MIN_BETA};
+    let top = |offset| Pivot::Top { offset };
+    assert!(HlgCurve::new(top(MAX_NATS), Some(MAX_NATS), Some(MAX_NATS), Some(MIN_BETA), ToeShape::Exp).is_ok());
+    assert!(HlgCurve::new(top(MAX_NATS * 1.001), None, None, None, ToeShape::Log).is_err());
+    assert!(HlgCurve::new(top(1.0), Some(1001.0), None, None, ToeShape::Log).is_err());
+    assert!(HlgCurve::new(top(1.0), None, Some(1e6), None, ToeShape::Log).is_err());
+    assert!(HlgCurve::new(top(1.0), None, None, Some(MAX_NATS + 1.0), ToeShape::Log).is_err());
+}

@@ -162,3 +162,90 @@ pub async fn mean_logprob(judge: &mistralrs::Model, prompt: &str, texts: &[Strin
     }
     sum / count.max(1) as f64
 }
+
+/// A server on a free port of 127.0.0.1, serving `router` until [`Server::stop`] (or
+/// drop) through its own shutdown handle.
+pub struct Server {
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Server {
+    /// Binds 127.0.0.1:0 and serves `router` in a task.
+    pub async fn start(router: Router) -> Server {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("binding 127.0.0.1:0");
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            axum::serve(listener, router)
+                .with_graceful_shutdown(async move {
+                    let _ = stopped.await;
+                })
+                .await
+                .expect("serving");
+        });
+        Server { base, stop: Some(stop), task: Some(task) }
+    }
+
+    /// A handle on a server started elsewhere (does not stop it).
+    pub fn at(base: String) -> Server {
+        Server { base, stop: None, task: None }
+    }
+
+    /// Stops accepting, lets open requests finish, and waits for the server task.
+    pub async fn stop(mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.task.take() {
+            let _ = t.await;
+        }
+    }
+
+    /// POSTs JSON: status and body text.
+    pub async fn post(&self, client: &reqwest::Client, path: &str, body: &Value) -> (u16, String) {
+        let resp = client
+            .post(format!("{}{path}", self.base))
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("POST {path}: {e}"));
+        let status = resp.status().as_u16();
+        (status, resp.text().await.unwrap_or_else(|e| panic!("POST {path}: reading the body: {e}")))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+    }
+}
+
+/// The text of a server-sent-event stream of chat or completion chunks, per choice index.
+pub fn stream_texts(body: &str) -> Vec<String> {
+    let mut out: Vec<String> = vec![];
+    for data in body.lines().filter_map(|l| l.strip_prefix("data: ")) {
+        let Ok(v) = serde_json::from_str::<Value>(data) else { continue };
+        for c in v["choices"].as_array().into_iter().flatten() {
+            let i = c["index"].as_u64().unwrap_or(0) as usize;
+            if out.len() <= i {
+                out.resize(i + 1, String::new());
+            }
+            out[i].push_str(c["delta"]["content"].as_str().or(c["text"].as_str()).unwrap_or_default());
+        }
+    }
+    out
+}
+
+/// Resident memory of this process in KiB (`VmRSS`), 0 where /proc is missing.
+pub fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)).and_then(|n| n.parse().ok()))
+        .unwrap_or(0)
+}

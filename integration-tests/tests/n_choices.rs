@@ -131,22 +131,3 @@ async fn split_choices_stream() {
     }
     assert!(content.iter().all(|c| !c.is_empty()), "{content:?}");
 }
-
-/// Not a test of ours: what upstream does with concurrent single requests. Ignored by
-/// default (its outcome depends on how the scheduler interleaves them); run with
-/// `--ignored --nocapture` to see it.
-#[tokio::test(flavor = "multi_thread")]
-#[ignore]
-async fn concurrent_requests_probe() {
-    let greedy = json!({"temperature": 0.0});
-    let prompts = ["Describe a market in a city that does not exist.", "Name three fruits that grow on trees in cold places."];
-    let router = upstream(engine().await).await;
-    let mut alone = vec![];
-    for p in prompts {
-        alone.extend(texts(&post_ok(&router, "/v1/chat/completions", &chat(p, MAX_TOKENS, greedy.clone())).await));
-    }
-    let (b0, b1) = (chat(prompts[0], MAX_TOKENS, greedy.clone()), chat(prompts[1], MAX_TOKENS, greedy.clone()));
-    let (a, b) = tokio::join!(post_ok(&router, "/v1/chat/completions", &b0), post_ok(&router, "/v1/chat/completions", &b1));
-    let together = [texts(&a), texts(&b)].concat();
-    println!("alone:    {alone:?}\ntogether: {together:?}\nequal: {}", alone == together);
-}

@@ -215,7 +215,7 @@ struct FileConfig {
 /// The keys [`FileConfig`] reads (serde cannot reject unknown keys next to a flatten).
 fn known_key(key: &str) -> bool {
     let key = key.replace('_', "-");
-    ["model", "gguf-file", "host", "port", "hlg-backend", "hlg-n-choices"].contains(&key.as_str())
+    ["model", "gguf-file", "host", "port", "hlg-backend", "hlg-n-choices", "hlg-batching", "api-key", "allow-admin-routes", "allow-remote-media", "allow-local-media", "served-model-name"].contains(&key.as_str())
         || server::FLAGS.iter().any(|(flag, _)| *flag == key)
 }
 
@@ -242,6 +242,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     hlg.flags.defaults().map_err(anyhow::Error::msg)?;
     hlg.backend().map_err(anyhow::Error::msg)?;
     hlg.choices().map_err(anyhow::Error::msg)?;
+    hlg.batching().map_err(anyhow::Error::msg)?;
     let gguf_file = args.gguf_file.or(file.gguf_file);
     let source = match args.model.or(file.model) {
         Some(m) => ModelSource::resolve(&m, gguf_file.as_deref())?,
@@ -252,7 +253,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     };
     tracing::info!(?source, "starting");
     let mistralrs = server::load::load(&source, !args.no_cpu).await?;
-    let router = hlg.router(mistralrs).await?;
+    let router = hlg.router_for(mistralrs, source.hints()).await?;
     let host = args.host.or(file.host).unwrap_or_else(|| "127.0.0.1".into());
     server::serve(router, &host, args.port.or(file.port).unwrap_or(1234)).await
 }
@@ -743,7 +744,7 @@ mod tests {
         let cfg = hlg.flags.defaults().unwrap();
         assert_eq!(cfg.enabled(), Some(true));
         assert_eq!((cfg.curve().toe(), cfg.curve().width()), (Some(5.0), None));
-        assert_eq!(hlg.choices(), Ok(server::Choices::Batched));
+        assert_eq!(hlg.choices(), Ok(Some(server::Choices::Batched)));
         assert_eq!(hlg.flags.toe, Some(RawValue::Number(5.0)));
     }
 
@@ -754,7 +755,7 @@ mod tests {
         let e = parse_config("port = 70000").unwrap_err();
         assert!(e.to_string().contains("port"), "{e}");
         let file = parse_config("hlg-width = -1").unwrap();
-        assert_eq!(file.hlg.flags.defaults().unwrap_err(), r#"--hlg-width: `hlg.width` must be a number >= 0 or "off", got -1"#);
+        assert_eq!(file.hlg.flags.defaults().unwrap_err(), r#"--hlg-width: `hlg.width` must be a number in [0, 1000] or "off", got -1"#);
     }
 
     /// The flags parse on the subcommand as a user types them.

@@ -21,7 +21,10 @@ use std::future::Future;
 use axum::body::{Body, Bytes};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use futures::StreamExt;
+use futures::{SinkExt, StreamExt};
+
+/// Events a split stream buffers ahead of its reader.
+const EVENT_BUFFER: usize = 16;
 use serde_json::Value;
 
 /// Runs `one(i)` for `i` in `0..n`, one after another, and merges the responses. The
@@ -74,7 +77,8 @@ where
     if first.status() != StatusCode::OK {
         return first;
     }
-    let (tx, rx) = futures::channel::mpsc::unbounded::<Bytes>();
+    // Bounded: a slow reader holds the generation back instead of growing the buffer.
+    let (mut tx, rx) = futures::channel::mpsc::channel::<Bytes>(EVENT_BUFFER);
     tokio::spawn(async move {
         let mut first = Some(first);
         for i in 0..n {
@@ -84,15 +88,15 @@ where
             };
             if resp.status() != StatusCode::OK {
                 let err = body_json(resp).await.unwrap_or_else(|e| serde_json::json!({ "error": { "message": e } }));
-                let _ = tx.unbounded_send(Bytes::from(format!("data: {err}\n\n")));
+                let _ = tx.send(Bytes::from(format!("data: {err}\n\n"))).await;
                 break;
             }
-            if forward_events(resp, i, &tx).await.is_err() {
+            if forward_events(resp, i, &mut tx).await.is_err() {
                 // The client went away: stop generating the remaining choices.
                 return;
             }
         }
-        let _ = tx.unbounded_send(Bytes::from_static(b"data: [DONE]\n\n"));
+        let _ = tx.send(Bytes::from_static(b"data: [DONE]\n\n")).await;
     });
     Response::builder()
         .status(StatusCode::OK)
@@ -104,7 +108,7 @@ where
 
 /// Copies one choice's server-sent events to `tx` with `index = i`, without its `[DONE]`.
 /// `Err` when the receiver is gone.
-async fn forward_events(resp: Response, i: usize, tx: &futures::channel::mpsc::UnboundedSender<Bytes>) -> Result<(), ()> {
+async fn forward_events(resp: Response, i: usize, tx: &mut futures::channel::mpsc::Sender<Bytes>) -> Result<(), ()> {
     let mut body = resp.into_body().into_data_stream();
     let mut buf = String::new();
     while let Some(chunk) = body.next().await {
@@ -113,13 +117,13 @@ async fn forward_events(resp: Response, i: usize, tx: &futures::channel::mpsc::U
         while let Some(end) = buf.find("\n\n") {
             let event: String = buf.drain(..end + 2).collect();
             if let Some(out) = rewrite_event(&event, i) {
-                tx.unbounded_send(Bytes::from(out)).map_err(|_| ())?;
+                tx.send(Bytes::from(out)).await.map_err(|_| ())?;
             }
         }
     }
     if !buf.trim().is_empty() {
         if let Some(out) = rewrite_event(&buf, i) {
-            tx.unbounded_send(Bytes::from(out)).map_err(|_| ())?;
+            tx.send(Bytes::from(out)).await.map_err(|_| ())?;
         }
     }
     Ok(())
@@ -214,6 +218,37 @@ mod tests {
         assert_eq!(m["usage"]["total_tokens"], 17);
         assert_eq!(m["usage"]["total_time_sec"], 1.5);
         assert!((m["usage"]["avg_tok_per_sec"].as_f64().unwrap() - 17.0 / 1.5).abs() < 1e-9);
+    }
+
+    /// The split stream's buffer is bounded: a reader that does not read holds the
+    /// generation back (the source is polled only as far as the buffer), and reading it
+    /// later still gives every event of every choice.
+    #[tokio::test]
+    async fn a_slow_reader_holds_the_split_stream_back() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Arc;
+        const EVENTS: usize = 5000;
+        let produced = Arc::new(AtomicUsize::new(0));
+        let p = produced.clone();
+        let resp = merged(2, true, move |_| {
+            let p = p.clone();
+            async move {
+                let events = futures::stream::iter(0..EVENTS).map(move |k| {
+                    p.fetch_add(1, Ordering::SeqCst);
+                    Ok::<_, Infallible>(Bytes::from(format!("data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{k}\"}}}}]}}\n\n")))
+                });
+                Response::builder().status(StatusCode::OK).body(Body::from_stream(events)).unwrap()
+            }
+        })
+        .await;
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let early = produced.load(Ordering::SeqCst);
+        assert!(early <= EVENT_BUFFER + 4, "{early} events produced for a reader that read none");
+        let body = axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap();
+        let text = String::from_utf8(body.to_vec()).unwrap();
+        assert_eq!(text.matches("data: ").count(), 2 * EVENTS + 1);
+        assert!(text.ends_with("data: [DONE]\n\n"));
+        assert_eq!(text.matches("\"index\":1").count(), EVENTS);
     }
 
     #[test]

@@ -50,6 +50,21 @@ impl ModelSource {
     }
 }
 
+impl ModelSource {
+    /// What the file tells the server beyond the engine: its end-of-sequence tokens
+    /// (local files) and the name to serve it under (the file name without `.gguf`).
+    pub fn hints(&self) -> super::ModelHints {
+        let file = match self {
+            ModelSource::Local { file, .. } | ModelSource::Hub { file, .. } => file,
+        };
+        let eos = match self {
+            ModelSource::Local { dir, file } => super::engine::gguf_eos(&dir.join(file)),
+            ModelSource::Hub { .. } => vec![],
+        };
+        super::ModelHints { eos, name: Some(file.strip_suffix(".gguf").unwrap_or(file).to_string()) }
+    }
+}
+
 fn single_gguf(dir: &Path) -> anyhow::Result<String> {
     let mut found = vec![];
     for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {

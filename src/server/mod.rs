@@ -20,7 +20,7 @@ use mistralrs_server_core::mistralrs_server_router_builder::MistralRsServerRoute
 use mistralrs_server_core::openai::{ChatCompletionRequest, CompletionRequest};
 use mistralrs_server_core::types::SharedMistralRsState;
 use mistralrs_server_core::{chat_completion, completions};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::config::{HlgConfig, RawValue};
 use crate::curve::HlgCurve;
@@ -28,10 +28,13 @@ use crate::processor::{arm_request_with, Backend};
 use crate::HlgError;
 
 mod choices;
+pub mod engine;
 pub mod load;
 mod options;
+pub mod security;
 
-pub use options::{HlgFlags, HlgServerOptions};
+pub use engine::{Batching, Gate};
+pub use options::{HlgFlags, HlgServerOptions, ModelHints};
 
 /// The engine flags and config-file keys, with the `hlg` field each one sets.
 pub const FLAGS: [(&str, &str); 7] = [
@@ -87,6 +90,21 @@ pub fn curve_for_request(request: Option<&HlgConfig>, server: &HlgConfig) -> Opt
 /// The largest `n` the generation routes accept.
 pub const MAX_CHOICES: u64 = 128;
 
+/// The largest `max_tokens` when the model does not state its context length.
+pub const MAX_TOKENS: u64 = 131_072;
+
+/// An optional integer field of the body that must lie in `1..=max` (`null` is unset):
+/// the value, or a 400 naming the field and the range.
+fn bounded_count(v: &Value, field: &str, max: u64) -> Result<Option<u64>, Response> {
+    match v.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(x) => match x.as_u64() {
+            Some(n) if (1..=max).contains(&n) => Ok(Some(n)),
+            _ => Err(openai_error(StatusCode::BAD_REQUEST, format!("`{field}` must be an integer between 1 and {max}, got {x}"), Some(field))),
+        },
+    }
+}
+
 /// How the generation routes serve a request for `n > 1` choices.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Choices {
@@ -104,10 +122,14 @@ struct AppState {
     defaults: HlgConfig,
     choices: Choices,
     backend: Backend,
+    gate: Gate,
 }
 
 /// The whole router: HLG on the two generation routes, `GET /v1/hlg`, and upstream's
-/// router for everything else. `n > 1` is split (see [`Choices`]).
+/// router for everything else, behind the default [`security::Exposure`] (no key,
+/// management routes and media from files or remote addresses refused, OpenAI-shaped
+/// errors). `n > 1` is split (see [`Choices`]); requests are not serialised (see
+/// [`HlgServerOptions::router`] for the probe and the gate).
 pub async fn router(mistralrs: SharedMistralRsState, defaults: HlgConfig) -> anyhow::Result<Router> {
     router_with(mistralrs, defaults, Choices::Split).await
 }
@@ -124,12 +146,37 @@ pub async fn router_with_backend(
     choices: Choices,
     backend: Backend,
 ) -> anyhow::Result<Router> {
+    let router = router_with_gate(mistralrs, defaults, choices, backend, Gate::new(false, vec![])).await?;
+    Ok(security::Exposure::default().apply(router))
+}
+
+/// [`router_with_backend`] with the engine's admission chosen: a serial [`Gate`] runs
+/// one request at a time in the engine, on every route that reaches it (see
+/// [`engine`]). Without [`security::Exposure::apply`]: no key, every upstream route
+/// served, errors in upstream's shapes; [`router`] and [`HlgServerOptions::router`]
+/// apply it.
+pub async fn router_with_gate(
+    mistralrs: SharedMistralRsState,
+    defaults: HlgConfig,
+    choices: Choices,
+    backend: Backend,
+    gate: Gate,
+) -> anyhow::Result<Router> {
     let upstream = MistralRsServerRouterBuilder::new().with_mistralrs(mistralrs.clone()).build().await?;
-    let state = Arc::new(AppState { mistralrs, defaults, choices, backend });
+    let upstream = engine::gated_upstream(upstream, gate.clone());
+    let state = Arc::new(AppState { mistralrs, defaults, choices, backend, gate });
+    // Upstream's layers on this crate's routes too: its CORS policy (any origin, GET and
+    // POST, the content-type and authorization headers) and its body limit.
+    let cors = tower_http::cors::CorsLayer::new()
+        .allow_methods([axum::http::Method::GET, axum::http::Method::POST])
+        .allow_headers([axum::http::header::CONTENT_TYPE, axum::http::header::AUTHORIZATION])
+        .allow_origin(tower_http::cors::AllowOrigin::any());
     Ok(Router::new()
         .route("/v1/chat/completions", post(chat))
         .route("/v1/completions", post(complete))
         .route("/v1/hlg", get(hlg_defaults))
+        .route_layer(axum::extract::DefaultBodyLimit::max(security::MAX_BODY_BYTES))
+        .route_layer(cors)
         .with_state(state)
         .fallback_service(upstream))
 }
@@ -147,11 +194,9 @@ async fn hlg_defaults(State(s): State<Arc<AppState>>) -> Json<HlgConfig> {
 }
 
 /// An OpenAI-shaped error response.
-fn openai_error(status: StatusCode, message: String, param: Option<&str>) -> Response {
-    let body = json!({
-        "error": { "message": message, "type": "invalid_request_error", "param": param, "code": Value::Null }
-    });
-    (status, Json(body)).into_response()
+pub(crate) fn openai_error(status: StatusCode, message: String, param: Option<&str>) -> Response {
+    let kind = if status.is_server_error() { "server_error" } else { "invalid_request_error" };
+    security::error(status, kind, &message, param, None)
 }
 
 fn hlg_error(e: HlgError) -> Response {
@@ -190,9 +235,21 @@ where
         Err(resp) => return resp,
     };
     let curve = curve_for_request(hlg.as_ref(), &s.defaults);
-    let n = v.get("n").and_then(Value::as_u64).unwrap_or(1);
-    if n > MAX_CHOICES {
-        return openai_error(StatusCode::BAD_REQUEST, format!("n must be between 1 and {MAX_CHOICES}, got {n}"), Some("n"));
+    let n = match bounded_count(&v, "n", MAX_CHOICES) {
+        Ok(n) => n.unwrap_or(1),
+        Err(resp) => return resp,
+    };
+    if let Some(model) = v.get("model").and_then(Value::as_str).filter(|m| *m != "default") {
+        if !s.mistralrs.model_exists(model).unwrap_or(false) {
+            let msg = format!("the model `{model}` does not exist on this server (see GET /v1/models; `default` names the served model)");
+            return security::error(StatusCode::NOT_FOUND, "invalid_request_error", &security::scrub_paths(&msg), Some("model"), Some("model_not_found"));
+        }
+    }
+    let max_len = s.mistralrs.max_sequence_length(None).ok().flatten().map_or(MAX_TOKENS, |m| m as u64);
+    for field in ["max_tokens", "max_completion_tokens"] {
+        if let Err(resp) = bounded_count(&v, field, max_len) {
+            return resp;
+        }
     }
     if n > 1 && s.choices == Choices::Split {
         let streaming = v.get("stream").and_then(Value::as_bool).unwrap_or(false);
@@ -203,12 +260,31 @@ where
     one(s, v, curve).await
 }
 
-async fn chat(State(s): State<Arc<AppState>>, body: Bytes) -> Response {
+async fn chat(State(s): State<Arc<AppState>>, headers: axum::http::HeaderMap, body: Bytes) -> Response {
+    if let Some(resp) = not_json(&headers) {
+        return resp;
+    }
     generate(s, body, chat_one).await
 }
 
-async fn complete(State(s): State<Arc<AppState>>, body: Bytes) -> Response {
+async fn complete(State(s): State<Arc<AppState>>, headers: axum::http::HeaderMap, body: Bytes) -> Response {
+    if let Some(resp) = not_json(&headers) {
+        return resp;
+    }
     generate(s, body, complete_one).await
+}
+
+/// A 415 unless the request says its body is JSON. Requiring it keeps a page on another
+/// origin from starting generations with a form-like `text/plain` POST, which a browser
+/// sends without asking the server first (a JSON one it sends only after CORS allows it).
+fn not_json(headers: &axum::http::HeaderMap) -> Option<Response> {
+    let ct = headers.get(axum::http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let essence = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    if essence == "application/json" || essence.ends_with("+json") {
+        return None;
+    }
+    let got = if ct.is_empty() { "none".to_string() } else { format!("{ct:?}") };
+    Some(openai_error(StatusCode::UNSUPPORTED_MEDIA_TYPE, format!("the request body must be JSON (`Content-Type: application/json`), got {got}"), None))
 }
 
 async fn chat_one(s: Arc<AppState>, v: Value, curve: Option<HlgCurve>) -> Response {
@@ -218,22 +294,44 @@ async fn chat_one(s: Arc<AppState>, v: Value, curve: Option<HlgCurve>) -> Respon
     };
     let state = s.mistralrs.clone();
     let model_id = (req.model != "default").then(|| req.model.clone());
-    let (tx, mut rx) = create_response_channel(None);
+    let (tx, rx) = create_response_channel(None);
+    let senders = tx.downgrade();
     let (mut request, streaming) = match chat_completion::parse_request(req, state.clone(), tx).await {
         Ok(x) => x,
-        Err(e) => return chat_completion::handle_error(state, e.into()).into_response(),
+        Err(e) => return invalid_request(e),
     };
-    if let Some(c) = curve {
-        arm_request_with(&mut request, &c, s.backend);
-    }
+    let mut admission = admit(&s, &mut request, curve).await;
     if let Err(e) = send_request_with_model(&state, request, model_id.as_deref()).await {
         return chat_completion::handle_error(state, e.into()).into_response();
     }
     if streaming {
-        chat_completion::create_streamer(rx, state, None, None).into_response()
+        admission.track(senders);
+        engine::guard_body(chat_completion::create_streamer(rx, state, None, None).into_response(), admission)
     } else {
-        chat_completion::process_non_streaming_response(&mut rx, state).await.into_response()
+        admission.hold(rx);
+        let resp = chat_completion::process_non_streaming_response(admission.receiver(), state).await.into_response();
+        admission.finish();
+        resp
     }
+}
+
+/// A request upstream's parser refused (bad content parts, media that cannot be read, a
+/// tool schema it cannot use): the client's error, a 400, where upstream answers 500.
+fn invalid_request(e: impl std::fmt::Display) -> Response {
+    openai_error(StatusCode::BAD_REQUEST, security::scrub_paths(&format!("invalid request: {e}")), None)
+}
+
+/// Waits for the engine's turn, then arms `request` with HLG (when `curve` is set) and the
+/// admission's cancel-on-disconnect processor, last.
+async fn admit(s: &AppState, request: &mut mistralrs_core::Request, curve: Option<HlgCurve>) -> engine::Admission {
+    let admission = s.gate.admit().await;
+    if let Some(c) = curve {
+        arm_request_with(request, &c, s.backend);
+    }
+    if let mistralrs_core::Request::Normal(normal) = request {
+        normal.logits_processors.get_or_insert_with(Vec::new).push(admission.canceller());
+    }
+    admission
 }
 
 async fn complete_one(s: Arc<AppState>, v: Value, curve: Option<HlgCurve>) -> Response {
@@ -242,20 +340,23 @@ async fn complete_one(s: Arc<AppState>, v: Value, curve: Option<HlgCurve>) -> Re
         Err(resp) => return resp,
     };
     let state = s.mistralrs.clone();
-    let (tx, mut rx) = create_response_channel(None);
+    let (tx, rx) = create_response_channel(None);
+    let senders = tx.downgrade();
     let (mut request, streaming) = match completions::parse_request(req, state.clone(), tx) {
         Ok(x) => x,
-        Err(e) => return completions::handle_error(state, e.into()).into_response(),
+        Err(e) => return invalid_request(e),
     };
-    if let Some(c) = curve {
-        arm_request_with(&mut request, &c, s.backend);
-    }
+    let mut admission = admit(&s, &mut request, curve).await;
     if let Err(e) = send_request(&state, request).await {
         return completions::handle_error(state, e.into()).into_response();
     }
     if streaming {
-        completions::create_streamer(rx, state, None, None).into_response()
+        admission.track(senders);
+        engine::guard_body(completions::create_streamer(rx, state, None, None).into_response(), admission)
     } else {
-        completions::process_non_streaming_response(&mut rx, state).await.into_response()
+        admission.hold(rx);
+        let resp = completions::process_non_streaming_response(admission.receiver(), state).await.into_response();
+        admission.finish();
+        resp
     }
 }

@@ -1,0 +1,227 @@
+//! Several users at once on the real engine, over real sockets: every response is the
+//! one its request gets alone, and a client that leaves stops its generation.
+//!
+//! mistral.rs 0.8.1 decodes the rows of a CPU batch with the last row's attention
+//! (`docs/NOTES.md`), so two users whose sequences line up receive each other's text.
+//! The server probes that at start-up and then admits one request at a time into the
+//! engine (`server::engine`). Against the patched engine (`scripts/test-patched-engine`)
+//! the probe passes and the same requests run batched, and must still match.
+
+use std::time::{Duration, Instant};
+
+use mistralrs_hlg::server::engine::{probe, Gate};
+use mistralrs_hlg::server::{router_with_gate, Choices, HlgServerOptions};
+use mistralrs_hlg::{processor::Backend, HlgConfig};
+use mistralrs_hlg_integration_tests::{chat, engine, model, stream_texts, texts, Server};
+use serde_json::{json, Value};
+
+/// Four prompts of the same token count (checked), as in the report of the bug.
+const BIRDS: [&str; 4] = [
+    "Describe a red bird in one sentence.",
+    "Describe a blue bird in one sentence.",
+    "Describe a green bird in one sentence.",
+    "Describe a yellow bird in one sentence.",
+];
+const MAX_TOKENS: u32 = 20;
+
+/// The tests of this file one at a time: each measures the engine it starts, and the
+/// disconnect test bounds times.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether these tests run against the patched engine (`scripts/test-patched-engine`).
+fn patched() -> bool {
+    std::env::var_os("MISTRALRS_HLG_PATCHED_ENGINE").is_some()
+}
+
+fn eos() -> Vec<u32> {
+    model().hints().eos
+}
+
+async fn server(batching: &str) -> Server {
+    let opts = HlgServerOptions { batching: Some(batching.into()), ..Default::default() };
+    Server::start(opts.router_for(engine().await, model().hints()).await.expect("router")).await
+}
+
+/// One greedy request for `BIRDS[i]`, chat or streamed chat: (text, prompt tokens).
+async fn bird(s: &Server, client: &reqwest::Client, i: usize, stream: bool) -> (String, u64) {
+    let body = chat(BIRDS[i], MAX_TOKENS, json!({"temperature": 0.0, "stream": stream}));
+    let (status, text) = s.post(client, "/v1/chat/completions", &body).await;
+    assert_eq!(status, 200, "{text}");
+    if stream {
+        (stream_texts(&text).concat(), 0)
+    } else {
+        let v: Value = serde_json::from_str(&text).unwrap();
+        (texts(&v).concat(), v["usage"]["prompt_tokens"].as_u64().unwrap_or(0))
+    }
+}
+
+/// Each bird alone, then `rounds` rounds of all four at once (odd rounds streamed); the
+/// number of concurrent responses that differ from their solo run, of `4 · rounds`.
+async fn mismatches(s: &Server, rounds: usize) -> usize {
+    let client = reqwest::Client::new();
+    let mut solo = vec![];
+    for i in 0..BIRDS.len() {
+        solo.push(bird(s, &client, i, false).await);
+    }
+    let lens: Vec<u64> = solo.iter().map(|(_, n)| *n).collect();
+    assert!(lens.iter().all(|&n| n == lens[0] && n > 0), "the prompts must have one token count to line up: {lens:?}");
+    for (i, (t, _)) in solo.iter().enumerate() {
+        assert!(t.contains(["red", "blue", "green", "yellow"][i]), "solo run {i}: {t:?}");
+    }
+    let mut wrong = 0;
+    for round in 0..rounds {
+        let tasks: Vec<_> = (0..BIRDS.len())
+            .map(|i| {
+                let (base, client) = (s.base.clone(), client.clone());
+                tokio::spawn(async move {
+                    let s = Server::at(base);
+                    bird(&s, &client, i, round % 2 == 1).await.0
+                })
+            })
+            .collect();
+        for (i, t) in tasks.into_iter().enumerate() {
+            let got = t.await.unwrap();
+            if got != solo[i].0 {
+                wrong += 1;
+                println!("round {round}, bird {i}: alone {:?}, together {got:?}", solo[i].0);
+            }
+        }
+    }
+    wrong
+}
+
+/// The default server (`--hlg-batching auto`): concurrent greedy requests whose prompts
+/// line up get, token for token, what each gets alone. Serialised on the unpatched
+/// engine, batched on the patched one: correct either way, whatever the timing.
+#[tokio::test(flavor = "multi_thread")]
+async fn concurrent_requests_match_their_solo_runs() {
+    let _one = one_at_a_time();
+    let s = server("auto").await;
+    let wrong = mismatches(&s, 3).await;
+    s.stop().await;
+    assert_eq!(wrong, 0, "{wrong} of 12 concurrent responses differ from their solo runs");
+}
+
+/// The probe tells the engines apart without timing: rows wrong on upstream's 0.8.1 CPU
+/// path, right on the patched engine. When an upstream bump fixes the bug this fails:
+/// `auto` then batches by itself, and the gate's default can be revisited.
+#[tokio::test(flavor = "multi_thread")]
+async fn probe_sees_the_batched_rows_bug() {
+    let _one = one_at_a_time();
+    let report = probe(&engine().await).await.expect("probe");
+    println!("probe: {report:?}");
+    if patched() {
+        assert!(report.rows_independent, "patched engine: {report:?}");
+        assert!(report.max_abs_diff < 1e-3, "{report:?}");
+    } else {
+        assert!(!report.rows_independent, "upstream 0.8.1 no longer mixes batched rows: {report:?}");
+    }
+}
+
+/// `--hlg-batching on` lets the engine batch. On the patched engine the concurrent
+/// responses must still match; on upstream's they do not (the bug this server guards
+/// against; how often is printed and recorded in docs/NOTES.md).
+#[tokio::test(flavor = "multi_thread")]
+async fn batching_on_is_correct_only_on_the_patched_engine() {
+    let _one = one_at_a_time();
+    let s = server("on").await;
+    let wrong = mismatches(&s, 3).await;
+    s.stop().await;
+    println!("batching on, {} engine: {wrong} of 12 concurrent responses differ from their solo runs", if patched() { "patched" } else { "upstream" });
+    if patched() {
+        assert_eq!(wrong, 0);
+    } else {
+        assert!(wrong > 0, "upstream's engine batched four lined-up requests correctly: has the bug gone?");
+    }
+}
+
+/// Waits until the engine holds no request of `gate`'s server; the time it took.
+async fn until_idle(gate: &Gate, limit: Duration) -> Duration {
+    let t0 = Instant::now();
+    while gate.in_engine() > 0 {
+        assert!(t0.elapsed() < limit, "the engine still holds {} request(s) after {limit:?}", gate.in_engine());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    t0.elapsed()
+}
+
+/// A request written on a raw socket, read for a while, then the socket closed.
+async fn leave_after(base: &str, path: &str, body: &Value, read_for: Duration) -> usize {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = base.trim_start_matches("http://");
+    let mut sock = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let body = body.to_string();
+    let head = format!("POST {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n", body.len());
+    sock.write_all(head.as_bytes()).await.unwrap();
+    sock.write_all(body.as_bytes()).await.unwrap();
+    let mut got = 0;
+    let mut buf = [0u8; 4096];
+    let deadline = Instant::now() + read_for;
+    while let Ok(Ok(n)) = tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), sock.read(&mut buf)).await {
+        if n == 0 {
+            break;
+        }
+        got += n;
+    }
+    drop(sock);
+    got
+}
+
+/// A client that goes away mid-generation stops it within a few decode steps, streamed or
+/// not, split `n > 1` included (no later choice starts), with the gate serial and with
+/// batching on: an end-of-sequence token is forced, and the engine must not panic. Each
+/// long request would run ~40 s to its end; the engine must be idle within 2 s of the
+/// disconnect (a decode step here is ~0.1 s) and serve the next request, and no thread
+/// may panic.
+#[tokio::test(flavor = "multi_thread")]
+async fn disconnects_cancel_their_generation() {
+    let _one = one_at_a_time();
+    // mistral.rs 0.8.1 panics its engine thread when a non-streamed sequence's receiver
+    // is gone at its last send; count every panic of the process.
+    static PANICS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        PANICS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        default(info)
+    }));
+    let eos = eos();
+    assert!(!eos.is_empty(), "the embedded model declares its end-of-sequence token");
+    for serial in [true, false] {
+        let gate = Gate::new(serial, eos.clone());
+        let router = router_with_gate(engine().await, HlgConfig::default(), Choices::Split, Backend::Kernel, gate.clone()).await.unwrap();
+        let s = Server::start(router).await;
+        let long = |extra: Value| chat("Write a long story about a lighthouse keeper.", 400, extra);
+        for (what, path, body) in [
+            ("non-streaming", "/v1/chat/completions", long(json!({"temperature": 0.8}))),
+            ("streaming", "/v1/chat/completions", long(json!({"temperature": 0.8, "stream": true}))),
+            ("split n = 3, streaming", "/v1/chat/completions", long(json!({"temperature": 0.8, "stream": true, "n": 3}))),
+            ("completion, non-streaming", "/v1/completions", json!({"model": "default", "prompt": "Once upon a time", "max_tokens": 400, "temperature": 0.8})),
+        ] {
+            // The same prompt once, short: the long request's prompt step is then a prefix
+            // cache hit, so the client leaves while the engine decodes, not prefills.
+            let mut warm = body.clone();
+            warm["max_tokens"] = json!(1);
+            warm["stream"] = json!(false);
+            warm["n"] = json!(1);
+            let (status, text) = s.post(&reqwest::Client::new(), path, &warm).await;
+            assert_eq!(status, 200, "{text}");
+            let got = leave_after(&s.base, path, &body, Duration::from_millis(2500)).await;
+            assert!(gate.in_engine() > 0, "serial {serial}, {what}: the request was not running when the client left ({got} bytes read)");
+            let took = until_idle(&gate, Duration::from_secs(2)).await;
+            println!("serial {serial}, {what}: engine idle {took:?} after the disconnect ({got} bytes read)");
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            assert_eq!(gate.in_engine(), 0, "serial {serial}, {what}: a later choice started after the client left");
+            let client = reqwest::Client::new();
+            let t0 = Instant::now();
+            let (status, text) = s.post(&client, "/v1/chat/completions", &chat("Say hi.", 4, json!({"temperature": 0.0}))).await;
+            assert_eq!(status, 200, "{text}");
+            assert!(t0.elapsed() < Duration::from_secs(5), "serial {serial}, {what}: the next request waited {:?}", t0.elapsed());
+        }
+        s.stop().await;
+    }
+    assert_eq!(PANICS.load(std::sync::atomic::Ordering::SeqCst), 0, "a disconnect panicked a thread (the engine's?)");
+}
