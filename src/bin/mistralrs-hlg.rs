@@ -158,18 +158,26 @@ struct EvalOut {
 
 #[derive(Args)]
 struct ServeArgs {
-    /// A GGUF file, a directory holding one, or a hub repository id (with --gguf-file).
-    #[arg(long)]
+    /// A GGUF file, a directory holding one, or a hub repository id (with
+    /// --quantized-file). Upstream's name; `--model` is the same.
+    #[arg(short = 'm', long = "model-id", alias = "model")]
     model: Option<String>,
-    /// The GGUF file name inside --model.
-    #[arg(long)]
+    /// The GGUF file name inside --model-id. Upstream's name; `--gguf-file` is the same.
+    #[arg(short = 'f', long = "quantized-file", alias = "gguf-file")]
     gguf_file: Option<String>,
     /// Address to bind [default: 127.0.0.1].
     #[arg(long)]
     host: Option<String>,
     /// Port to bind [default: 1234].
-    #[arg(long)]
+    #[arg(short = 'p', long)]
     port: Option<u16>,
+    /// Seed of the engine's device random number generator (as upstream's `--seed`; on a
+    /// GPU). The sampler's own generator starts from a fixed seed in every fresh engine
+    /// (mistral.rs 0.8.1), so a fresh server answers the same sequence of requests with
+    /// the same samples with or without this; no per-request seed exists. The CPU device
+    /// has no generator to seed: there the seed is noted and has no effect.
+    #[arg(long)]
+    seed: Option<u64>,
     /// A TOML file with the same keys as these flags (`hlg-toe = 3.0`, `port = 8080`);
     /// flags win over it.
     #[arg(long)]
@@ -204,10 +212,13 @@ struct CurveArgs {
 #[derive(Deserialize, Default, Debug)]
 #[serde(rename_all = "kebab-case")]
 struct FileConfig {
+    #[serde(alias = "model-id")]
     model: Option<String>,
+    #[serde(alias = "quantized-file")]
     gguf_file: Option<String>,
     host: Option<String>,
     port: Option<u16>,
+    seed: Option<u64>,
     #[serde(flatten)]
     hlg: HlgServerOptions,
 }
@@ -215,7 +226,7 @@ struct FileConfig {
 /// The keys [`FileConfig`] reads (serde cannot reject unknown keys next to a flatten).
 fn known_key(key: &str) -> bool {
     let key = key.replace('_', "-");
-    ["model", "gguf-file", "host", "port", "hlg-backend", "hlg-n-choices", "hlg-batching", "api-key", "allow-admin-routes", "allow-remote-media", "allow-local-media", "served-model-name"].contains(&key.as_str())
+    ["model", "model-id", "gguf-file", "quantized-file", "host", "port", "seed", "hlg-backend", "hlg-n-choices", "hlg-batching", "api-key", "allow-admin-routes", "allow-remote-media", "allow-local-media", "served-model-name"].contains(&key.as_str())
         || server::FLAGS.iter().any(|(flag, _)| *flag == key)
 }
 
@@ -252,7 +263,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
     };
     tracing::info!(?source, "starting");
-    let mistralrs = server::load::load(&source, !args.no_cpu).await?;
+    let mistralrs = server::load::load_seeded(&source, !args.no_cpu, args.seed.or(file.seed)).await?;
     let router = hlg.router_for(mistralrs, source.hints()).await?;
     let host = args.host.or(file.host).unwrap_or_else(|| "127.0.0.1".into());
     server::serve(router, &host, args.port.or(file.port).unwrap_or(1234)).await
@@ -746,6 +757,17 @@ mod tests {
         assert_eq!((cfg.curve().toe(), cfg.curve().width()), (Some(5.0), None));
         assert_eq!(hlg.choices(), Ok(Some(server::Choices::Batched)));
         assert_eq!(hlg.flags.toe, Some(RawValue::Number(5.0)));
+    }
+
+    #[test]
+    fn upstream_flag_names() {
+        let args = ServeArgs::try_parse_from(["serve", "-p", "8080", "--seed", "1", "-m", "/m", "-f", "x.gguf"]).unwrap();
+        assert_eq!((args.port, args.seed), (Some(8080), Some(1)));
+        assert_eq!((args.model.as_deref(), args.gguf_file.as_deref()), (Some("/m"), Some("x.gguf")));
+        let old = ServeArgs::try_parse_from(["serve", "--port", "9", "--model", "/m", "--gguf-file", "y.gguf"]).unwrap();
+        assert_eq!((old.port, old.model.as_deref(), old.gguf_file.as_deref()), (Some(9), Some("/m"), Some("y.gguf")));
+        let file = parse_config("model-id = \"/m\"\nquantized-file = \"z.gguf\"\nseed = 3").unwrap();
+        assert_eq!((file.model.as_deref(), file.gguf_file.as_deref(), file.seed), (Some("/m"), Some("z.gguf"), Some(3)));
     }
 
     #[test]

@@ -83,6 +83,21 @@ fn single_gguf(dir: &Path) -> anyhow::Result<String> {
 /// Loads the model on the CPU (or the best device with `cpu = false`), tokenizer and chat
 /// template from the GGUF metadata, no hub token.
 pub async fn load(source: &ModelSource, cpu: bool) -> anyhow::Result<SharedMistralRsState> {
+    load_seeded(source, cpu, None).await
+}
+
+/// [`load`] with the engine's device random number generator seeded (upstream's
+/// `--seed`). The sampler's generator has a fixed seed of its own in mistral.rs 0.8.1,
+/// and candle's CPU device cannot be seeded (upstream's `--seed` fails on the CPU with
+/// "cannot seed the CPU rng"), so on the CPU the seed is noted and not applied.
+pub async fn load_seeded(source: &ModelSource, cpu: bool, seed: Option<u64>) -> anyhow::Result<SharedMistralRsState> {
+    let seed = match seed {
+        Some(s) if cpu => {
+            tracing::info!(seed = s, "--seed: the CPU device has no random generator to seed, and the sampler's starts from a fixed seed in every fresh engine: runs are reproducible without it");
+            None
+        }
+        other => other,
+    };
     let (id, file) = match source {
         ModelSource::Local { dir, file } => (dir.to_string_lossy().into_owned(), file.clone()),
         ModelSource::Hub { repo, file } => (repo.clone(), file.clone()),
@@ -104,6 +119,7 @@ pub async fn load(source: &ModelSource, cpu: bool) -> anyhow::Result<SharedMistr
         .with_model(selected)
         .with_token_source(token)
         .with_cpu(cpu)
+        .with_seed_optional(seed)
         .build()
         .await
         .context("loading the model")
