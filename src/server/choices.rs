@@ -87,7 +87,7 @@ where
                 None => one(i).await,
             };
             if resp.status() != StatusCode::OK {
-                let err = body_json(resp).await.unwrap_or_else(|e| serde_json::json!({ "error": { "message": e } }));
+                let err = openai_shaped(body_json(resp).await.unwrap_or_else(|e| serde_json::json!({ "message": e })));
                 let _ = tx.send(Bytes::from(format!("data: {err}\n\n"))).await;
                 break;
             }
@@ -141,9 +141,21 @@ pub(crate) fn rewrite_event(event: &str, i: usize) -> Option<String> {
         return None;
     }
     match serde_json::from_str::<Value>(&payload) {
+        // Upstream's streamer reports a model error mid-stream as `{"message": …}`.
+        Ok(v) if v.get("choices").is_none() && v.get("message").is_some() => Some(format!("data: {}\n\n", openai_shaped(v))),
         Ok(v) => Some(format!("data: {}\n\n", renumber(v, i))),
         Err(_) => Some(event.to_string()),
     }
+}
+
+/// An error body in OpenAI's shape: upstream's `{"message": …}` wrapped, one already in
+/// the shape unchanged.
+pub(crate) fn openai_shaped(v: Value) -> Value {
+    if v.get("error").is_some_and(|e| e.get("message").is_some()) {
+        return v;
+    }
+    let message = v.get("message").and_then(Value::as_str).map(str::to_owned).unwrap_or_else(|| v.to_string());
+    serde_json::json!({ "error": { "message": crate::server::security::scrub_paths(&message), "type": "server_error", "param": null, "code": null } })
 }
 
 /// Sets `index = i` on every choice of a response or chunk.
@@ -259,5 +271,8 @@ mod tests {
         assert_eq!(payload, json!({"choices": [{"index": 2, "delta": {}}]}));
         assert!(out.ends_with("\n\n"));
         assert_eq!(rewrite_event(":\n\n", 1).unwrap(), ":\n\n");
+        let err = rewrite_event("data: {\"message\":\"model failed at /root/x/y\"}\n\n", 1).unwrap();
+        let v: Value = serde_json::from_str(err.strip_prefix("data: ").unwrap().trim_end()).unwrap();
+        assert_eq!(v, json!({"error": {"message": "model failed at <path>", "type": "server_error", "param": null, "code": null}}));
     }
 }

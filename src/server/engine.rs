@@ -357,7 +357,8 @@ pub fn gguf_eos(path: &std::path::Path) -> Vec<u32> {
 }
 
 /// `resp` with `admission` held by its body: finished when the body has been read to its
-/// end, cancelled when the body is dropped before (the client went away).
+/// end, cancelled when the body is dropped before (the client went away). Error events
+/// of a stream come out in OpenAI's shape ([`crate::server::security`]).
 pub fn guard_body(resp: axum::response::Response, admission: Admission) -> axum::response::Response {
     use futures::StreamExt;
     let (parts, body) = resp.into_parts();
@@ -368,7 +369,7 @@ pub fn guard_body(resp: axum::response::Response, admission: Admission) -> axum:
         }
         std::task::Poll::Ready(None)
     });
-    let stream = body.into_data_stream().chain(end);
+    let stream = body.into_data_stream().map(|f| f.map(crate::server::security::openai_sse_frame)).chain(end);
     axum::response::Response::from_parts(parts, axum::body::Body::from_stream(stream))
 }
 

@@ -296,6 +296,17 @@ mod tests {
     }
 
     #[test]
+    fn stream_errors_are_shaped() {
+        use axum::body::Bytes;
+        let f = |s: &'static str| String::from_utf8(openai_sse_frame(Bytes::from(s)).to_vec()).unwrap();
+        assert_eq!(f("data: [DONE]\n\n"), "data: [DONE]\n\n");
+        assert_eq!(f("data: {\"choices\":[]}\n\n"), "data: {\"choices\":[]}\n\n");
+        assert_eq!(f(": keep-alive\n\n"), ": keep-alive\n\n");
+        let v: Value = serde_json::from_str(f("data: Model failed\n\n").strip_prefix("data: ").unwrap().trim_end()).unwrap();
+        assert_eq!(v["error"]["message"], "Model failed");
+    }
+
+    #[test]
     fn paths_are_scrubbed() {
         assert_eq!(scrub_paths("Model `/root/.cache/mistralrs-hlg/models` not found"), "Model `<path>` not found");
         assert_eq!(scrub_paths("available: /home/u/m, /opt/x/y"), "available: <path>, <path>");
@@ -347,4 +358,18 @@ pub fn serve_under_name(router: axum::Router, internal: String, served: String) 
 /// directory's name, a hub repository's name).
 pub fn default_served_name(internal: &str) -> String {
     internal.trim_end_matches('/').rsplit('/').next().filter(|s| !s.is_empty()).unwrap_or(internal).to_string()
+}
+
+/// One server-sent event of a generation stream with an error in OpenAI's shape:
+/// upstream's streamers send a model or validation error mid-stream as `data: <text>`;
+/// JSON payloads, `[DONE]` and comments pass unchanged.
+pub(crate) fn openai_sse_frame(frame: axum::body::Bytes) -> axum::body::Bytes {
+    let Some(payload) = frame.strip_prefix(b"data: ".as_slice()) else { return frame };
+    let text = String::from_utf8_lossy(payload);
+    let t = text.trim();
+    if t.starts_with('{') || t == "[DONE]" || t.is_empty() {
+        return frame;
+    }
+    let body = json!({ "error": { "message": scrub_paths(t), "type": "server_error", "param": null, "code": null } });
+    axum::body::Bytes::from(format!("data: {body}\n\n"))
 }
