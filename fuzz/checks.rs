@@ -1,5 +1,5 @@
 //! What each fuzz target checks, shared by the cargo-fuzz targets (`fuzz_targets/`) and
-//! the stable replay of the kept corpus (`tests/fuzz_corpus.rs`).
+//! the stable replay of the kept corpus (`integration-tests/tests/fuzz_corpus.rs`).
 
 use mistralrs_hlg::config::RawValue;
 use mistralrs_hlg::{HlgConfig, HlgCurve, HlgError, Pivot, ToeShape};

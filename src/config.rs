@@ -27,7 +27,8 @@ pub enum PivotMode {
 }
 
 impl PivotMode {
-    const ALL: [PivotMode; 3] = [PivotMode::Top, PivotMode::Entropy, PivotMode::Median];
+    /// Every mode, in the order of the docs.
+    pub const ALL: [PivotMode; 3] = [PivotMode::Top, PivotMode::Entropy, PivotMode::Median];
 
     /// The name as it is spelled in the `hlg` object.
     pub fn name(&self) -> &'static str {

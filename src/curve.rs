@@ -334,6 +334,11 @@ pub(crate) const TOE: Range =
     Range { param: "hlg.toe", min: MIN_BETA as f64, expected: "a number in [1e-6, 1000] or \"off\"" };
 
 impl Range {
+    /// The smallest accepted value.
+    pub(crate) fn min(&self) -> f64 {
+        self.min
+    }
+
     /// The value as an `f32`, or the error naming the parameter and its range. A value
     /// beyond `f32`'s range is rejected, never rounded to infinity.
     pub(crate) fn check(&self, v: f64) -> Result<f32, HlgError> {

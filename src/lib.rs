@@ -23,13 +23,22 @@
 //! | feature | what it adds |
 //! | --- | --- |
 //! | *(none)* | [`HlgCurve`], [`HlgConfig`]: the math and the request object; no tensor or engine dependency |
-//! | `candle` | [`backend::candle`]: the transform as candle ops on any device, `[V]` or `[B, V]` |
+//! | `candle` | `backend::candle`: the transform as candle ops on any device, `[V]` or `[B, V]` |
+//! | `mlx` | `backend::mlx`: the transform as mlx-rs ops on an `mlx_rs::Array`, on MLX's default device (the CPU off Apple) |
+//! | `mlx-metal` | `mlx` with MLX on Metal and Accelerate (Apple silicon) |
 //! | `mistralrs` | `processor`: the mistral.rs logits processor and request arming; `model`: the embedded default model |
 //! | `server` (default) | `server`, `eval` (the evaluation) and the `mistralrs-hlg` binary |
+//! | `cuda`, `cudnn`, `flash-attn` | the engine on CUDA (mistral.rs's features of the same names; need nvcc) |
+//! | `metal`, `accelerate` | the engine on Metal, Accelerate for its CPU work (macOS) |
+//! | `mkl` | Intel MKL for the engine's CPU work |
+//!
+//! `mlx` and `mlx-metal` move only the HLG transform (`--hlg-backend mlx`); the engine's
+//! device comes from `cuda` / `metal`, detected at start-up unless `--cpu` is given.
 //!
 //! [mistral.rs]: https://github.com/EricLBuehler/mistral.rs
 
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod config;
 pub mod curve;
@@ -38,12 +47,16 @@ mod fastmath;
 
 pub mod backend;
 #[cfg(feature = "mistralrs")]
+#[cfg_attr(docsrs, doc(cfg(feature = "mistralrs")))]
 pub mod model;
 #[cfg(feature = "mistralrs")]
+#[cfg_attr(docsrs, doc(cfg(feature = "mistralrs")))]
 pub mod processor;
 #[cfg(feature = "server")]
+#[cfg_attr(docsrs, doc(cfg(feature = "server")))]
 pub mod eval;
 #[cfg(feature = "server")]
+#[cfg_attr(docsrs, doc(cfg(feature = "server")))]
 pub mod server;
 
 pub use config::HlgConfig;

@@ -28,6 +28,12 @@ pub async fn engine() -> SharedMistralRsState {
     server::load::load(&model(), true).await.expect("loading the model")
 }
 
+/// [`engine`] with the engine's options (on the CPU).
+pub async fn engine_with(options: server::load::EngineOptions) -> SharedMistralRsState {
+    let options = server::load::EngineOptions { cpu: true, ..options };
+    server::load::load_with(&model(), &options).await.expect("loading the model")
+}
+
 /// The plugin's router over `state`, with these server defaults.
 pub async fn plugin(state: SharedMistralRsState, defaults: HlgConfig) -> Router {
     server::router(state, defaults).await.expect("router")
@@ -248,4 +254,62 @@ pub fn rss_kib() -> u64 {
         .ok()
         .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)).and_then(|n| n.parse().ok()))
         .unwrap_or(0)
+}
+
+/// Four prompts of the same token count (checked by [`mismatches`]), as in the report of
+/// the concurrency bug.
+pub const BIRDS: [&str; 4] = [
+    "Describe a red bird in one sentence.",
+    "Describe a blue bird in one sentence.",
+    "Describe a green bird in one sentence.",
+    "Describe a yellow bird in one sentence.",
+];
+
+/// One greedy request for `BIRDS[i]`, chat or streamed chat: (text, prompt tokens).
+pub async fn bird(s: &Server, client: &reqwest::Client, i: usize, stream: bool) -> (String, u64) {
+    let body = chat(BIRDS[i], 20, serde_json::json!({"temperature": 0.0, "stream": stream}));
+    let (status, text) = s.post(client, "/v1/chat/completions", &body).await;
+    assert_eq!(status, 200, "{text}");
+    if stream {
+        (stream_texts(&text).concat(), 0)
+    } else {
+        let v: Value = serde_json::from_str(&text).unwrap();
+        (texts(&v).concat(), v["usage"]["prompt_tokens"].as_u64().unwrap_or(0))
+    }
+}
+
+/// Each bird alone, then `rounds` rounds of all four at once (odd rounds streamed), on
+/// the server at `s`: the number of concurrent responses that differ from their solo
+/// run, of `4 · rounds`.
+pub async fn mismatches(s: &Server, rounds: usize) -> usize {
+    let client = reqwest::Client::new();
+    let mut solo = vec![];
+    for i in 0..BIRDS.len() {
+        solo.push(bird(s, &client, i, false).await);
+    }
+    let lens: Vec<u64> = solo.iter().map(|(_, n)| *n).collect();
+    assert!(lens.iter().all(|&n| n == lens[0] && n > 0), "the prompts must have one token count to line up: {lens:?}");
+    for (i, (t, _)) in solo.iter().enumerate() {
+        assert!(t.contains(["red", "blue", "green", "yellow"][i]), "solo run {i}: {t:?}");
+    }
+    let mut wrong = 0;
+    for round in 0..rounds {
+        let tasks: Vec<_> = (0..BIRDS.len())
+            .map(|i| {
+                let (base, client) = (s.base.clone(), client.clone());
+                tokio::spawn(async move {
+                    let s = Server::at(base);
+                    bird(&s, &client, i, round % 2 == 1).await.0
+                })
+            })
+            .collect();
+        for (i, t) in tasks.into_iter().enumerate() {
+            let got = t.await.unwrap();
+            if got != solo[i].0 {
+                wrong += 1;
+                println!("round {round}, bird {i}: alone {:?}, together {got:?}", solo[i].0);
+            }
+        }
+    }
+    wrong
 }

@@ -169,7 +169,14 @@ fn catalogue() -> Vec<Case> {
         let msg = json!([{"role": "user", "content": [{"type": "text", "text": "Look"}, {"type": "image_url", "image_url": {"url": url}}]}]);
         out.push(case(what, CHAT, with(&chat_base, "messages", msg), Some("image_url")));
     }
-    out.push(case("hlg on /v1/responses", RESPONSES, json!({"model": "default", "input": "Hi", "hlg": {"toe": 2}}).to_string(), Some("hlg")));
+    out.push(case("responses: hlg.toe = -2", RESPONSES, json!({"model": "default", "input": "Hi", "hlg": {"toe": -2}}).to_string(), Some("hlg.toe")));
+    out.push(case("responses: hlg = 3", RESPONSES, json!({"model": "default", "input": "Hi", "hlg": 3}).to_string(), Some("hlg")));
+    out.push(case("responses: n = 2 with hlg (split engine)", RESPONSES, json!({"model": "default", "input": "Hi", "n": 2, "hlg": true}).to_string(), Some("n")));
+    out.push(case("responses: n = 0", RESPONSES, json!({"model": "default", "input": "Hi", "n": 0}).to_string(), Some("n")));
+    out.push(case("responses: max_output_tokens = 0", RESPONSES, json!({"model": "default", "input": "Hi", "max_output_tokens": 0}).to_string(), Some("max_output_tokens")));
+    out.push(case("responses: unknown previous_response_id", RESPONSES, json!({"model": "default", "input": "Hi", "previous_response_id": "resp_nope"}).to_string(), Some("previous_response_id")));
+    out.push(case("responses: parallel_tool_calls = false with hlg", RESPONSES, json!({"model": "default", "input": "Hi", "parallel_tool_calls": false, "hlg": true}).to_string(), Some("parallel_tool_calls")));
+    out.push(case("responses: input = 5 with hlg", RESPONSES, json!({"model": "default", "input": 5, "hlg": true}).to_string(), None));
     out.push(case("hlg on /v1/embeddings", "/v1/embeddings", json!({"model": "default", "input": "Hi", "hlg": true}).to_string(), Some("hlg")));
     let input = json!([{"role": "user", "content": [{"type": "input_image", "image_url": "/etc/passwd"}]}]);
     out.push(case("responses: local image", RESPONSES, json!({"model": "default", "input": input}).to_string(), Some("image_url")));

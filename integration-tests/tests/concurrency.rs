@@ -12,17 +12,8 @@ use std::time::{Duration, Instant};
 use mistralrs_hlg::server::engine::{probe, Gate};
 use mistralrs_hlg::server::{router_with_gate, Choices, HlgServerOptions};
 use mistralrs_hlg::{processor::Backend, HlgConfig};
-use mistralrs_hlg_integration_tests::{chat, engine, model, stream_texts, texts, Server};
+use mistralrs_hlg_integration_tests::{chat, engine, mismatches, model, Server};
 use serde_json::{json, Value};
-
-/// Four prompts of the same token count (checked), as in the report of the bug.
-const BIRDS: [&str; 4] = [
-    "Describe a red bird in one sentence.",
-    "Describe a blue bird in one sentence.",
-    "Describe a green bird in one sentence.",
-    "Describe a yellow bird in one sentence.",
-];
-const MAX_TOKENS: u32 = 20;
 
 /// The tests of this file one at a time: each measures the engine it starts, and the
 /// disconnect test bounds times.
@@ -44,54 +35,6 @@ fn eos() -> Vec<u32> {
 async fn server(batching: &str) -> Server {
     let opts = HlgServerOptions { batching: Some(batching.into()), ..Default::default() };
     Server::start(opts.router_for(engine().await, model().hints()).await.expect("router")).await
-}
-
-/// One greedy request for `BIRDS[i]`, chat or streamed chat: (text, prompt tokens).
-async fn bird(s: &Server, client: &reqwest::Client, i: usize, stream: bool) -> (String, u64) {
-    let body = chat(BIRDS[i], MAX_TOKENS, json!({"temperature": 0.0, "stream": stream}));
-    let (status, text) = s.post(client, "/v1/chat/completions", &body).await;
-    assert_eq!(status, 200, "{text}");
-    if stream {
-        (stream_texts(&text).concat(), 0)
-    } else {
-        let v: Value = serde_json::from_str(&text).unwrap();
-        (texts(&v).concat(), v["usage"]["prompt_tokens"].as_u64().unwrap_or(0))
-    }
-}
-
-/// Each bird alone, then `rounds` rounds of all four at once (odd rounds streamed); the
-/// number of concurrent responses that differ from their solo run, of `4 · rounds`.
-async fn mismatches(s: &Server, rounds: usize) -> usize {
-    let client = reqwest::Client::new();
-    let mut solo = vec![];
-    for i in 0..BIRDS.len() {
-        solo.push(bird(s, &client, i, false).await);
-    }
-    let lens: Vec<u64> = solo.iter().map(|(_, n)| *n).collect();
-    assert!(lens.iter().all(|&n| n == lens[0] && n > 0), "the prompts must have one token count to line up: {lens:?}");
-    for (i, (t, _)) in solo.iter().enumerate() {
-        assert!(t.contains(["red", "blue", "green", "yellow"][i]), "solo run {i}: {t:?}");
-    }
-    let mut wrong = 0;
-    for round in 0..rounds {
-        let tasks: Vec<_> = (0..BIRDS.len())
-            .map(|i| {
-                let (base, client) = (s.base.clone(), client.clone());
-                tokio::spawn(async move {
-                    let s = Server::at(base);
-                    bird(&s, &client, i, round % 2 == 1).await.0
-                })
-            })
-            .collect();
-        for (i, t) in tasks.into_iter().enumerate() {
-            let got = t.await.unwrap();
-            if got != solo[i].0 {
-                wrong += 1;
-                println!("round {round}, bird {i}: alone {:?}, together {got:?}", solo[i].0);
-            }
-        }
-    }
-    wrong
 }
 
 /// The default server (`--hlg-batching auto`): concurrent greedy requests whose prompts

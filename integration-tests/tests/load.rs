@@ -10,21 +10,28 @@
 //! a leak).
 //!
 //! `throughput`: 1, 4 and 8 concurrent clients of greedy chat requests, with the engine
-//! serialised (the default on this engine) and with batching on (the engine as upstream
-//! runs it, whose concurrent outputs are wrong): aggregate decode tokens/s and request
-//! latency p50/p95, side by side in one run.
+//! serialised (the default on this engine), serialised with upstream's prefix cache of
+//! 16 (off by default on the CPU, where it never evicts), and with batching on (the
+//! engine as upstream runs it, whose concurrent outputs are wrong): aggregate decode
+//! tokens/s and request latency p50/p95, side by side in one run.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mistralrs_hlg::server::HlgServerOptions;
-use mistralrs_hlg_integration_tests::{chat, engine, model, rss_kib, stream_texts, texts, Server};
+use mistralrs_hlg::server::load::EngineOptions;
+use mistralrs_hlg_integration_tests::{chat, engine_with, model, rss_kib, stream_texts, texts, Server};
 use serde_json::{json, Value};
 
 async fn server(batching: &str) -> Server {
+    server_with(batching, None).await
+}
+
+async fn server_with(batching: &str, prefix_cache_n: Option<usize>) -> Server {
     let opts = HlgServerOptions { batching: Some(batching.into()), ..Default::default() };
-    Server::start(opts.router_for(engine().await, model().hints()).await.expect("router")).await
+    let engine = engine_with(EngineOptions { prefix_cache_n, ..Default::default() }).await;
+    Server::start(opts.router_for(engine, model().hints()).await.expect("router")).await
 }
 
 /// One kind of request of the mix.
@@ -224,12 +231,12 @@ async fn throughput() {
         "Describe a green bird in one sentence.",
         "Describe a yellow bird in one sentence.",
     ];
-    println!("| batching | clients | requests | completion tokens/s (aggregate) | latency p50 | latency p95 |");
-    println!("| --- | --- | --- | --- | --- | --- |");
-    // Interleaved: each level runs both modes back to back, so the machine's drift hits both.
+    println!("| batching | prefix cache | clients | requests | completion tokens/s (aggregate) | latency p50 | latency p95 |");
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    // Interleaved: each level runs every mode back to back, so the machine's drift hits all.
     for clients in [1usize, 4, 8] {
-        for batching in ["serial", "on"] {
-            let s = server(batching).await;
+        for (batching, prefix) in [("serial", 0), ("serial", 16), ("on", 0)] {
+            let s = server_with(batching, Some(prefix)).await;
             let client = reqwest::Client::new();
             // Warm the prefix cache and the allocator the same way for both modes.
             for p in PROMPTS {
@@ -270,7 +277,7 @@ async fn throughput() {
             s.stop().await;
             lat.sort_by(f64::total_cmp);
             println!(
-                "| {batching} | {clients} | {} | {:.1} | {:.1} s | {:.1} s |",
+                "| {batching} | {prefix} | {clients} | {} | {:.1} | {:.1} s | {:.1} s |",
                 lat.len(),
                 tokens as f64 / wall,
                 percentile(&lat, 0.5),

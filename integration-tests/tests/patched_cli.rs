@@ -243,6 +243,62 @@ cpu = true
     assert_eq!(opted_out, plain, "`hlg: false` turns it off for one request");
 }
 
+/// The patched binary gives upstream's CLI the same guarantee as `mistralrs-hlg serve`:
+/// four concurrent greedy requests whose prompts line up get what each gets alone (the
+/// start-up probe finds the engine's batched rows wrong and the server admits one request
+/// at a time). Upstream's own binary is run the same way and its count printed, not
+/// asserted (whether its requests line up depends on timing).
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs the binaries of patches/apply.sh: run scripts/test-cli"]
+async fn concurrent_requests_match_their_solo_runs_in_the_patched_binary() {
+    let patched = Server::serve(&binary("MISTRALRS_HLG_PATCHED_CLI"), &[]).await;
+    let wrong = mistralrs_hlg_integration_tests::mismatches(&mistralrs_hlg_integration_tests::Server::at(patched.base.clone()), 3).await;
+    drop(patched);
+    let upstream = Server::serve(&binary("MISTRALRS_HLG_UPSTREAM_CLI"), &[]).await;
+    let upstream_wrong = mistralrs_hlg_integration_tests::mismatches(&mistralrs_hlg_integration_tests::Server::at(upstream.base.clone()), 3).await;
+    println!("upstream's binary: {upstream_wrong} of 12 concurrent responses differ from their solo runs");
+    assert_eq!(wrong, 0, "the patched binary: {wrong} of 12 concurrent responses differ from their solo runs");
+}
+
+/// `/v1/responses` in the patched binary: without `hlg` it is upstream's route (the same
+/// texts as the unpatched binary), with it (or with `--hlg-sampling on`) it samples as the
+/// chat route does with the same `hlg`: a Responses call with text input is the chat turn
+/// `[user: input]`.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs the binaries of patches/apply.sh: run scripts/test-cli"]
+async fn responses_take_hlg_in_the_patched_binary() {
+    async fn responses(s: &Server, hlg: &Value) -> Vec<String> {
+        let mut out = vec![];
+        for p in PROMPTS {
+            let mut body = json!({"model": "default", "input": p, "max_output_tokens": 24, "temperature": 1.0});
+            if !hlg.is_null() {
+                body["hlg"] = hlg.clone();
+            }
+            let v = s.post_ok("/v1/responses", &body).await;
+            out.push(v["output_text"].as_str().unwrap_or_default().to_string());
+        }
+        out
+    }
+    async fn chats(s: &Server, hlg: &Value) -> Vec<String> {
+        let mut out = vec![];
+        for p in PROMPTS {
+            out.extend(texts(&s.post_ok("/v1/chat/completions", &chat(p, 24, json!({"temperature": 1.0, "hlg": hlg}))).await));
+        }
+        out
+    }
+    let bin = binary("MISTRALRS_HLG_PATCHED_CLI");
+    let upstream = responses(&Server::serve(&binary("MISTRALRS_HLG_UPSTREAM_CLI"), &[]).await, &Value::Null).await;
+    let off = responses(&Server::serve(&bin, &[]).await, &Value::Null).await;
+    let with_hlg = responses(&Server::serve(&bin, &[]).await, &hard_toe()).await;
+    let by_flag = responses(&Server::serve(&bin, &HARD_TOE_FLAGS).await, &Value::Null).await;
+    let chat_hlg = chats(&Server::serve(&bin, &[]).await, &hard_toe()).await;
+    assert!(upstream.iter().all(|t| !t.is_empty()), "{upstream:?}");
+    assert_eq!(off, upstream, "/v1/responses without hlg differs from upstream's");
+    assert_ne!(with_hlg, upstream, "hlg did not change what /v1/responses samples");
+    assert_eq!(with_hlg, chat_hlg, "hlg on /v1/responses differs from the same hlg on chat");
+    assert_eq!(by_flag, with_hlg, "--hlg-sampling on does not reach /v1/responses");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs the binaries of patches/apply.sh: run scripts/test-cli"]
 async fn bad_values_are_400s_and_a_bad_flag_stops_start_up() {

@@ -76,6 +76,9 @@ enum EvalCmd {
         /// gives plain temperature's mean entropy at this T (OUT/kl-matched.svg).
         #[arg(long, default_value_t = 0.8)]
         level: f64,
+        /// Worker threads [default: the machine's available parallelism].
+        #[arg(long)]
+        threads: Option<usize>,
         /// The other knobs' values while one is swept (the built-in defaults otherwise).
         #[command(flatten)]
         hlg: HlgFlags,
@@ -165,6 +168,9 @@ struct ServeArgs {
     /// The GGUF file name inside --model-id. Upstream's name; `--gguf-file` is the same.
     #[arg(short = 'f', long = "quantized-file", alias = "gguf-file")]
     gguf_file: Option<String>,
+    /// The model's format, as upstream's `--format`: this server serves GGUF files only.
+    #[arg(long, value_parser = ["gguf"])]
+    format: Option<String>,
     /// Address to bind [default: 127.0.0.1].
     #[arg(long)]
     host: Option<String>,
@@ -182,9 +188,16 @@ struct ServeArgs {
     /// flags win over it.
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Use the best available accelerator instead of the CPU.
+    /// Run on the CPU even when this build has an accelerator (upstream's `--cpu`). Without
+    /// it the engine takes CUDA (the `cuda` feature) or Metal (`metal`) when present, else
+    /// the CPU.
     #[arg(long)]
-    no_cpu: bool,
+    cpu: bool,
+    /// Finished sequences whose KV cache the engine keeps for prefix reuse (upstream's
+    /// flag; 0 turns it off). Default: 16 on an accelerator, 0 on the CPU, where
+    /// mistral.rs 0.8.1 never evicts them and memory would grow with every request.
+    #[arg(long)]
+    prefix_cache_n: Option<usize>,
     #[command(flatten)]
     hlg: HlgServerOptions,
 }
@@ -219,6 +232,8 @@ struct FileConfig {
     host: Option<String>,
     port: Option<u16>,
     seed: Option<u64>,
+    cpu: Option<bool>,
+    prefix_cache_n: Option<usize>,
     #[serde(flatten)]
     hlg: HlgServerOptions,
 }
@@ -226,7 +241,7 @@ struct FileConfig {
 /// The keys [`FileConfig`] reads (serde cannot reject unknown keys next to a flatten).
 fn known_key(key: &str) -> bool {
     let key = key.replace('_', "-");
-    ["model", "model-id", "gguf-file", "quantized-file", "host", "port", "seed", "hlg-backend", "hlg-n-choices", "hlg-batching", "api-key", "allow-admin-routes", "allow-remote-media", "allow-local-media", "served-model-name"].contains(&key.as_str())
+    ["model", "model-id", "gguf-file", "quantized-file", "host", "port", "seed", "cpu", "prefix-cache-n", "hlg-backend", "hlg-n-choices", "hlg-batching", "api-key", "allow-admin-routes", "allow-remote-media", "allow-local-media", "served-model-name"].contains(&key.as_str())
         || server::FLAGS.iter().any(|(flag, _)| *flag == key)
 }
 
@@ -262,8 +277,13 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             ModelSource::resolve(&path.to_string_lossy(), None)?
         }
     };
-    tracing::info!(?source, "starting");
-    let mistralrs = server::load::load_seeded(&source, !args.no_cpu, args.seed.or(file.seed)).await?;
+    tracing::info!(?source, format = args.format.as_deref().unwrap_or("gguf"), "starting");
+    let engine = server::load::EngineOptions {
+        cpu: args.cpu || file.cpu.unwrap_or(false),
+        seed: args.seed.or(file.seed),
+        prefix_cache_n: args.prefix_cache_n.or(file.prefix_cache_n),
+    };
+    let mistralrs = server::load::load_with(&source, &engine).await?;
     let router = hlg.router_for(mistralrs, source.hints()).await?;
     let host = args.host.or(file.host).unwrap_or_else(|| "127.0.0.1".into());
     server::serve(router, &host, args.port.or(file.port).unwrap_or(1234)).await
@@ -407,7 +427,8 @@ fn eval(cmd: EvalCmd) -> anyhow::Result<()> {
             eprintln!("{} positions × {} entries from {} prompts → {}", c.rows.len(), c.vocab, prompts.len(), dir.display());
             Ok(())
         }
-        EvalCmd::Kl { out, temperature, level, hlg } => {
+        EvalCmd::Kl { out, temperature, level, threads, hlg } => {
+            let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
             if !(temperature > 0.0 && temperature.is_finite() && level > 0.0 && level.is_finite()) {
                 bail!("--temperature and --level must be finite numbers > 0");
             }
@@ -421,10 +442,10 @@ fn eval(cmd: EvalCmd) -> anyhow::Result<()> {
                 }
             };
             let bar = progress(0, "kl");
-            let report = kl::characterise(&c, &base, temperature, 2, to(&bar))?;
+            let report = kl::characterise(&c, &base, temperature, threads, to(&bar))?;
             bar.finish();
             let bar = progress(0, "kl matched");
-            let matched = kl::characterise_matched(&c, &base, level, 2, to(&bar))?;
+            let matched = kl::characterise_matched(&c, &base, level, threads, to(&bar))?;
             bar.finish();
             std::fs::write(out.out.join("kl.json"), serde_json::to_string_pretty(&serde_json::json!({"fixed_temperature": report, "matched_entropy": matched}))?)?;
             std::fs::write(out.out.join("kl.md"), kl_table(&report) + "\n" + &matched_table(&matched))?;
@@ -720,9 +741,9 @@ fn kl_table(r: &mistralrs_hlg::eval::kl::Report) -> String {
 }
 
 fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
-        .init();
+    // Upstream's set-up: info by default, debug with MISTRALRS_DEBUG=1 (which also turns
+    // on the engine's own debug output), RUST_LOG directives on top.
+    mistralrs_core::initialize_logging();
     match Cli::parse().cmd {
         Cmd::Serve(args) => tokio::runtime::Runtime::new()?.block_on(serve(args)),
         Cmd::FetchModel => {
@@ -761,13 +782,16 @@ mod tests {
 
     #[test]
     fn upstream_flag_names() {
-        let args = ServeArgs::try_parse_from(["serve", "-p", "8080", "--seed", "1", "-m", "/m", "-f", "x.gguf"]).unwrap();
+        let args = ServeArgs::try_parse_from(["serve", "-p", "8080", "--seed", "1", "-m", "/m", "-f", "x.gguf", "--format", "gguf", "--cpu", "--prefix-cache-n", "4"]).unwrap();
         assert_eq!((args.port, args.seed), (Some(8080), Some(1)));
+        assert_eq!((args.cpu, args.prefix_cache_n, args.format.as_deref()), (true, Some(4), Some("gguf")));
+        assert!(ServeArgs::try_parse_from(["serve", "--format", "safetensors"]).is_err(), "only gguf is served");
         assert_eq!((args.model.as_deref(), args.gguf_file.as_deref()), (Some("/m"), Some("x.gguf")));
         let old = ServeArgs::try_parse_from(["serve", "--port", "9", "--model", "/m", "--gguf-file", "y.gguf"]).unwrap();
         assert_eq!((old.port, old.model.as_deref(), old.gguf_file.as_deref()), (Some(9), Some("/m"), Some("y.gguf")));
-        let file = parse_config("model-id = \"/m\"\nquantized-file = \"z.gguf\"\nseed = 3").unwrap();
+        let file = parse_config("model-id = \"/m\"\nquantized-file = \"z.gguf\"\nseed = 3\ncpu = true\nprefix-cache-n = 0").unwrap();
         assert_eq!((file.model.as_deref(), file.gguf_file.as_deref(), file.seed), (Some("/m"), Some("z.gguf"), Some(3)));
+        assert_eq!((file.cpu, file.prefix_cache_n), (Some(true), Some(0)));
     }
 
     #[test]

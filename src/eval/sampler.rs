@@ -30,6 +30,15 @@ pub enum Sampler {
         /// The ratio to the top token's probability.
         min_p: f64,
     },
+    /// Top-nσ (Tang et al. 2024, "Top-nσ: Not All Logits Are You Need"): the tokens whose
+    /// logit is within `n` standard deviations (of the finite logits) of the largest. The
+    /// kept set does not depend on T (max and σ scale alike), only the draw within it.
+    TopNSigma {
+        /// T.
+        t: f64,
+        /// The number of standard deviations.
+        n: f64,
+    },
     /// HLG: the curve, then temperature.
     Hlg {
         /// T (the mid gain).
@@ -43,7 +52,11 @@ impl Sampler {
     /// The temperature.
     pub fn temperature(&self) -> f64 {
         match *self {
-            Sampler::Temperature { t } | Sampler::TopP { t, .. } | Sampler::MinP { t, .. } | Sampler::Hlg { t, .. } => t,
+            Sampler::Temperature { t }
+            | Sampler::TopP { t, .. }
+            | Sampler::MinP { t, .. }
+            | Sampler::TopNSigma { t, .. }
+            | Sampler::Hlg { t, .. } => t,
         }
     }
 
@@ -53,16 +66,18 @@ impl Sampler {
             Sampler::Temperature { .. } => Sampler::Temperature { t },
             Sampler::TopP { p, .. } => Sampler::TopP { t, p: *p },
             Sampler::MinP { min_p, .. } => Sampler::MinP { t, min_p: *min_p },
+            Sampler::TopNSigma { n, .. } => Sampler::TopNSigma { t, n: *n },
             Sampler::Hlg { hlg, .. } => Sampler::Hlg { t, hlg: hlg.clone() },
         }
     }
 
-    /// A short name: `temperature`, `top_p 0.9`, `min_p 0.05`, `hlg quadratic`.
+    /// A short name: `temperature`, `top_p 0.9`, `min_p 0.05`, `top_nsigma 1`, `hlg quadratic`.
     pub fn name(&self) -> String {
         match self {
             Sampler::Temperature { .. } => "temperature".into(),
             Sampler::TopP { p, .. } => format!("top_p {p}"),
             Sampler::MinP { min_p, .. } => format!("min_p {min_p}"),
+            Sampler::TopNSigma { n, .. } => format!("top_nsigma {n}"),
             Sampler::Hlg { hlg, .. } => format!("hlg {}", hlg.curve().toe_shape().name()),
         }
     }
@@ -91,6 +106,23 @@ impl Sampler {
                 let top = probs.iter().copied().fold(0.0, f64::max);
                 for (v, q) in x.iter_mut().zip(&probs) {
                     if *q < min_p * top {
+                        *v = f32::NEG_INFINITY;
+                    }
+                }
+            }
+            &Sampler::TopNSigma { n, .. } => {
+                // The population standard deviation of the finite logits, in f64.
+                let finite = || x.iter().filter(|v| v.is_finite()).map(|&v| f64::from(v));
+                let count = finite().count();
+                if count == 0 {
+                    return;
+                }
+                let mean = finite().sum::<f64>() / count as f64;
+                let sigma = (finite().map(|v| (v - mean) * (v - mean)).sum::<f64>() / count as f64).sqrt();
+                let top = finite().fold(f64::NEG_INFINITY, f64::max);
+                let floor = top - n * sigma;
+                for v in x.iter_mut() {
+                    if !(f64::from(*v) >= floor) {
                         *v = f32::NEG_INFINITY;
                     }
                 }
@@ -171,6 +203,40 @@ mod tests {
         // 0.2 × 0.5 = 0.1: 0.15 stays, 0.05 goes.
         assert_eq!(&x[..3], &base[..3]);
         assert_eq!(x[3], f32::NEG_INFINITY);
+    }
+
+    /// A hand-computed table. Logits 4, 2, 1, 0, −1 (finite) and one −inf: mean 1.2,
+    /// squared deviations 7.84 + 0.64 + 0.04 + 1.44 + 4.84 = 14.8, σ² = 2.96,
+    /// σ = 1.72047 (population). Threshold 4 − n·σ.
+    #[test]
+    fn top_nsigma_keeps_what_is_within_n_sigma_of_the_top() {
+        let base = [4.0f32, 2.0, 1.0, 0.0, -1.0, f32::NEG_INFINITY];
+        let ninf = f32::NEG_INFINITY;
+        for (n, kept) in [
+            // 4 − 1.72 = 2.28: only 4.
+            (1.0, [4.0, ninf, ninf, ninf, ninf, ninf]),
+            // 4 − 2.58 = 1.42: 4 and 2.
+            (1.5, [4.0, 2.0, ninf, ninf, ninf, ninf]),
+            // 4 − 3.44 = 0.56: 4, 2, 1.
+            (2.0, [4.0, 2.0, 1.0, ninf, ninf, ninf]),
+            // 4 − 5.16 = −1.16: every finite one.
+            (3.0, [4.0, 2.0, 1.0, 0.0, -1.0, ninf]),
+            // n = 0 keeps the top only.
+            (0.0, [4.0, ninf, ninf, ninf, ninf, ninf]),
+        ] {
+            for t in [0.5, 1.0, 2.0] {
+                let mut x = base;
+                Sampler::TopNSigma { t, n }.transform(&mut x);
+                assert_eq!(x, kept, "n = {n}, T = {t}");
+            }
+        }
+        // A boundary exactly at σ: logits 1 and −1 have σ = 1; n = 2 puts the floor at −1.
+        let mut x = [1.0f32, -1.0];
+        Sampler::TopNSigma { t: 1.0, n: 2.0 }.transform(&mut x);
+        assert_eq!(x, [1.0, -1.0]);
+        let mut x = [1.0f32, -1.0];
+        Sampler::TopNSigma { t: 1.0, n: 1.999 }.transform(&mut x);
+        assert_eq!(x, [1.0, f32::NEG_INFINITY]);
     }
 
     #[test]

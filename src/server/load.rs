@@ -80,24 +80,59 @@ fn single_gguf(dir: &Path) -> anyhow::Result<String> {
     }
 }
 
+/// How the engine is built around the model.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EngineOptions {
+    /// Force the CPU (upstream's `--cpu`). Otherwise the best device this build has
+    /// (CUDA with the `cuda` feature, Metal with `metal`), else the CPU.
+    pub cpu: bool,
+    /// Seed of the device's random number generator (upstream's `--seed`).
+    pub seed: Option<u64>,
+    /// Sequences whose KV cache the engine keeps for prefix reuse (upstream's
+    /// `--prefix-cache-n`; 0 turns prefix caching off). Unset: upstream's 16 on an
+    /// accelerator and 0 on the CPU, because mistral.rs 0.8.1 evicts only caches held on
+    /// an accelerator: on the CPU every finished request's KV cache stays, and memory grows
+    /// with every request (docs/NOTES.md, "The prefix cache on the CPU").
+    pub prefix_cache_n: Option<usize>,
+}
+
+/// Upstream's number of prefix caches kept on an accelerator.
+pub const UPSTREAM_PREFIX_CACHE_N: usize = 16;
+
+impl EngineOptions {
+    /// Whether the engine will run on the CPU: forced, or no accelerator compiled in and
+    /// present (the detection upstream's server builder makes).
+    pub fn on_cpu(&self) -> bool {
+        self.cpu || !(candle_core::utils::cuda_is_available() || candle_core::utils::metal_is_available())
+    }
+
+    /// The prefix-cache size the engine gets (see [`EngineOptions::prefix_cache_n`]).
+    pub fn prefix_cache(&self) -> usize {
+        self.prefix_cache_n.unwrap_or(if self.on_cpu() { 0 } else { UPSTREAM_PREFIX_CACHE_N })
+    }
+}
+
 /// Loads the model on the CPU (or the best device with `cpu = false`), tokenizer and chat
 /// template from the GGUF metadata, no hub token.
 pub async fn load(source: &ModelSource, cpu: bool) -> anyhow::Result<SharedMistralRsState> {
-    load_seeded(source, cpu, None).await
+    load_with(source, &EngineOptions { cpu, ..EngineOptions::default() }).await
 }
 
-/// [`load`] with the engine's device random number generator seeded (upstream's
-/// `--seed`). The sampler's generator has a fixed seed of its own in mistral.rs 0.8.1,
-/// and candle's CPU device cannot be seeded (upstream's `--seed` fails on the CPU with
-/// "cannot seed the CPU rng"), so on the CPU the seed is noted and not applied.
-pub async fn load_seeded(source: &ModelSource, cpu: bool, seed: Option<u64>) -> anyhow::Result<SharedMistralRsState> {
-    let seed = match seed {
-        Some(s) if cpu => {
+/// [`load`] with the engine's options. The sampler's generator has a fixed seed of its
+/// own in mistral.rs 0.8.1, and candle's CPU device cannot be seeded (upstream's
+/// `--seed` fails on the CPU with "cannot seed the CPU rng"), so on the CPU the seed is
+/// noted and not applied.
+pub async fn load_with(source: &ModelSource, options: &EngineOptions) -> anyhow::Result<SharedMistralRsState> {
+    let on_cpu = options.on_cpu();
+    let seed = match options.seed {
+        Some(s) if on_cpu => {
             tracing::info!(seed = s, "--seed: the CPU device has no random generator to seed, and the sampler's starts from a fixed seed in every fresh engine: runs are reproducible without it");
             None
         }
         other => other,
     };
+    let prefix_cache_n = options.prefix_cache();
+    tracing::info!(on_cpu, prefix_cache_n, "engine options");
     let (id, file) = match source {
         ModelSource::Local { dir, file } => (dir.to_string_lossy().into_owned(), file.clone()),
         ModelSource::Hub { repo, file } => (repo.clone(), file.clone()),
@@ -118,9 +153,28 @@ pub async fn load_seeded(source: &ModelSource, cpu: bool, seed: Option<u64>) -> 
     MistralRsForServerBuilder::new()
         .with_model(selected)
         .with_token_source(token)
-        .with_cpu(cpu)
+        .with_cpu(options.cpu)
         .with_seed_optional(seed)
+        .with_prefix_cache_n(prefix_cache_n)
         .build()
         .await
         .context("loading the model")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cpu_engine_gets_no_prefix_cache_unless_asked() {
+        let cpu = EngineOptions { cpu: true, ..EngineOptions::default() };
+        assert!(cpu.on_cpu());
+        assert_eq!(cpu.prefix_cache(), 0, "mistral.rs 0.8.1 never evicts CPU prefix caches");
+        assert_eq!(EngineOptions { prefix_cache_n: Some(16), ..cpu.clone() }.prefix_cache(), 16);
+        // Without `cpu` the device is detected: an accelerator compiled in keeps upstream's.
+        let detected = EngineOptions::default();
+        let accelerator = candle_core::utils::cuda_is_available() || candle_core::utils::metal_is_available();
+        assert_eq!(detected.on_cpu(), !accelerator);
+        assert_eq!(detected.prefix_cache(), if accelerator { UPSTREAM_PREFIX_CACHE_N } else { 0 });
+    }
 }

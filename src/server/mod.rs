@@ -30,7 +30,9 @@ use crate::HlgError;
 mod choices;
 pub mod engine;
 pub mod load;
+pub mod openapi;
 mod options;
+mod responses;
 pub mod security;
 
 pub use engine::{Batching, Gate};
@@ -123,6 +125,8 @@ struct AppState {
     choices: Choices,
     backend: Backend,
     gate: Gate,
+    /// Upstream's routes (gated), for the calls this crate hands back to them.
+    upstream: Router,
 }
 
 /// The whole router: HLG on the two generation routes, `GET /v1/hlg`, and upstream's
@@ -164,7 +168,7 @@ pub async fn router_with_gate(
 ) -> anyhow::Result<Router> {
     let upstream = MistralRsServerRouterBuilder::new().with_mistralrs(mistralrs.clone()).build().await?;
     let upstream = engine::gated_upstream(upstream, gate.clone());
-    let state = Arc::new(AppState { mistralrs, defaults, choices, backend, gate });
+    let state = Arc::new(AppState { mistralrs, defaults, choices, backend, gate, upstream: upstream.clone() });
     // Upstream's layers on this crate's routes too: its CORS policy (any origin, GET and
     // POST, the content-type and authorization headers) and its body limit.
     let cors = tower_http::cors::CorsLayer::new()
@@ -174,7 +178,9 @@ pub async fn router_with_gate(
     Ok(Router::new()
         .route("/v1/chat/completions", post(chat))
         .route("/v1/completions", post(complete))
+        .route("/v1/responses", post(respond))
         .route("/v1/hlg", get(hlg_defaults))
+        .route("/api-doc/openapi.json", get(|| async { Json(openapi::document()) }))
         .route_layer(axum::extract::DefaultBodyLimit::max(security::MAX_BODY_BYTES))
         .route_layer(cors)
         .with_state(state)
@@ -223,6 +229,25 @@ fn parse<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, Response> {
     serde_json::from_value(v).map_err(|e| openai_error(StatusCode::UNPROCESSABLE_ENTITY, format!("invalid request: {e}"), None))
 }
 
+/// A generation request's body checked: the request without `hlg`, the curve it runs
+/// with, and its `n`. Every bad value is a 4xx naming the field.
+fn checked(s: &AppState, body: &Bytes) -> Result<(Value, Option<HlgCurve>, u64), Response> {
+    let (v, hlg) = split_body(body)?;
+    let curve = curve_for_request(hlg.as_ref(), &s.defaults);
+    let n = bounded_count(&v, "n", MAX_CHOICES)?.unwrap_or(1);
+    if let Some(model) = v.get("model").and_then(Value::as_str).filter(|m| *m != "default") {
+        if !s.mistralrs.model_exists(model).unwrap_or(false) {
+            let msg = format!("the model `{model}` does not exist on this server (see GET /v1/models; `default` names the served model)");
+            return Err(security::error(StatusCode::NOT_FOUND, "invalid_request_error", &security::scrub_paths(&msg), Some("model"), Some("model_not_found")));
+        }
+    }
+    let max_len = s.mistralrs.max_sequence_length(None).ok().flatten().map_or(MAX_TOKENS, |m| m as u64);
+    for field in ["max_tokens", "max_completion_tokens", "max_output_tokens"] {
+        bounded_count(&v, field, max_len)?;
+    }
+    Ok((v, curve, n))
+}
+
 /// Routes a generation request: `n > 1` split into single-choice generations when the
 /// server does that, otherwise one request as upstream would run it.
 async fn generate<F, Fut>(s: Arc<AppState>, body: Bytes, one: F) -> Response
@@ -230,27 +255,10 @@ where
     F: Fn(Arc<AppState>, Value, Option<HlgCurve>) -> Fut + Send + Sync + Copy + 'static,
     Fut: std::future::Future<Output = Response> + Send + 'static,
 {
-    let (v, hlg) = match split_body(&body) {
+    let (v, curve, n) = match checked(&s, &body) {
         Ok(x) => x,
         Err(resp) => return resp,
     };
-    let curve = curve_for_request(hlg.as_ref(), &s.defaults);
-    let n = match bounded_count(&v, "n", MAX_CHOICES) {
-        Ok(n) => n.unwrap_or(1),
-        Err(resp) => return resp,
-    };
-    if let Some(model) = v.get("model").and_then(Value::as_str).filter(|m| *m != "default") {
-        if !s.mistralrs.model_exists(model).unwrap_or(false) {
-            let msg = format!("the model `{model}` does not exist on this server (see GET /v1/models; `default` names the served model)");
-            return security::error(StatusCode::NOT_FOUND, "invalid_request_error", &security::scrub_paths(&msg), Some("model"), Some("model_not_found"));
-        }
-    }
-    let max_len = s.mistralrs.max_sequence_length(None).ok().flatten().map_or(MAX_TOKENS, |m| m as u64);
-    for field in ["max_tokens", "max_completion_tokens"] {
-        if let Err(resp) = bounded_count(&v, field, max_len) {
-            return resp;
-        }
-    }
     if n > 1 && s.choices == Choices::Split {
         let streaming = v.get("stream").and_then(Value::as_bool).unwrap_or(false);
         let mut single = v;
@@ -258,6 +266,26 @@ where
         return choices::merged(n as usize, streaming, move |_| one(s.clone(), single.clone(), curve)).await;
     }
     one(s, v, curve).await
+}
+
+async fn respond(State(s): State<Arc<AppState>>, headers: axum::http::HeaderMap, body: Bytes) -> Response {
+    if let Some(resp) = not_json(&headers) {
+        return resp;
+    }
+    let (v, curve, _) = match checked(&s, &body) {
+        Ok(x) => x,
+        Err(resp) => return resp,
+    };
+    // Upstream goes on without the history of an id it does not hold; a client that names
+    // one expects its context, so both paths refuse it.
+    if let Some(prev) = v.get("previous_response_id").and_then(Value::as_str) {
+        let held = mistralrs_server_core::cached_responses::get_response_cache().get_conversation_history(prev);
+        if !matches!(held, Ok(Some(_))) {
+            let msg = format!("no stored response `{prev}` (responses are kept in this server's memory, when sent with `store` on)");
+            return openai_error(StatusCode::NOT_FOUND, security::scrub_paths(&msg), Some("previous_response_id"));
+        }
+    }
+    responses::create(s, v, curve, body).await
 }
 
 async fn chat(State(s): State<Arc<AppState>>, headers: axum::http::HeaderMap, body: Bytes) -> Response {

@@ -24,7 +24,7 @@ pub const ADMIN_ROUTES: [&str; 6] = ["/v1/models/unload", "/v1/models/reload", "
 
 /// The routes that apply an `hlg` field; any other route refuses a body carrying one
 /// (400), rather than ignoring it.
-pub const HLG_ROUTES: [&str; 2] = ["/v1/chat/completions", "/v1/completions"];
+pub const HLG_ROUTES: [&str; 3] = ["/v1/chat/completions", "/v1/completions", "/v1/responses"];
 
 /// Routes that stay open without the API key (load balancers' health checks).
 pub const OPEN_ROUTES: [&str; 2] = ["/health", "/"];
