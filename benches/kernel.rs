@@ -32,7 +32,9 @@ fn bench(c: &mut Criterion) {
         g.bench_function("copy", |b| b.iter(|| dst.copy_from_slice(black_box(&x))));
 
         let t = Tensor::from_slice(&x, v, &Device::Cpu).unwrap();
-        g.bench_function("softmax", |b| b.iter(|| candle_nn::ops::softmax_last_dim(black_box(&t)).unwrap()));
+        g.bench_function("softmax", |b| {
+            b.iter(|| candle_nn::ops::softmax_last_dim(black_box(&t)).unwrap())
+        });
 
         let mut pairs: Vec<(u32, f32)> = vec![(0, 0.0); v];
         let refill = |pairs: &mut Vec<(u32, f32)>| {
@@ -64,8 +66,22 @@ fn bench(c: &mut Criterion) {
         ];
         if v == 262_144 {
             for s in [ToeShape::Quadratic, ToeShape::Exp] {
-                curves.push((if s == ToeShape::Exp { "hlg_entropy_exp" } else { "hlg_entropy_quadratic" }, top.with_pivot(Pivot::Entropy).unwrap().with_toe_shape(s)));
-                curves.push((if s == ToeShape::Exp { "hlg_median_exp" } else { "hlg_median_quadratic" }, top.with_pivot(Pivot::Median).unwrap().with_toe_shape(s)));
+                curves.push((
+                    if s == ToeShape::Exp {
+                        "hlg_entropy_exp"
+                    } else {
+                        "hlg_entropy_quadratic"
+                    },
+                    top.with_pivot(Pivot::Entropy).unwrap().with_toe_shape(s),
+                ));
+                curves.push((
+                    if s == ToeShape::Exp {
+                        "hlg_median_exp"
+                    } else {
+                        "hlg_median_quadratic"
+                    },
+                    top.with_pivot(Pivot::Median).unwrap().with_toe_shape(s),
+                ));
             }
         }
         for (name, curve) in curves {

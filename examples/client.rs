@@ -10,7 +10,9 @@ use serde_json::{json, Value};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let base = std::env::args().nth(1).unwrap_or_else(|| "http://127.0.0.1:1234".into());
+    let base = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "http://127.0.0.1:1234".into());
     let base = base.trim_end_matches('/');
     let client = reqwest::Client::new();
     let key = std::env::var("MISTRALRS_HLG_API_KEY").ok();
@@ -48,7 +50,9 @@ async fn main() -> anyhow::Result<()> {
         buf.push_str(&String::from_utf8_lossy(&bytes));
         while let Some(end) = buf.find('\n') {
             let line: String = buf.drain(..=end).collect();
-            let Some(data) = line.trim_end().strip_prefix("data: ") else { continue };
+            let Some(data) = line.trim_end().strip_prefix("data: ") else {
+                continue;
+            };
             if data == "[DONE]" {
                 break;
             }
@@ -56,7 +60,12 @@ async fn main() -> anyhow::Result<()> {
             if let Some(err) = chunk.get("error") {
                 anyhow::bail!("stream error: {err}");
             }
-            print!("{}", chunk["choices"][0]["delta"]["content"].as_str().unwrap_or_default());
+            print!(
+                "{}",
+                chunk["choices"][0]["delta"]["content"]
+                    .as_str()
+                    .unwrap_or_default()
+            );
         }
     }
     println!();

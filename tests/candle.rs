@@ -8,7 +8,6 @@ use common::{every_curve, kernel, worst};
 use mistralrs_hlg::{backend::candle::apply, HlgCurve};
 use proptest::prelude::*;
 
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
 
@@ -41,9 +40,17 @@ fn identity_and_non_finite_rows() {
     let x = [1.0f32, f32::NAN, f32::INFINITY, f32::NEG_INFINITY, -3.0];
     let t = Tensor::from_slice(&x, 5, &Device::Cpu).unwrap();
     let same: Vec<f32> = apply(&HlgCurve::identity(), &t).unwrap().to_vec1().unwrap();
-    assert_eq!(same.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), x.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+    assert_eq!(
+        same.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+        x.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+    );
     // A row without finite entries comes back unchanged, next to a normal row.
-    let rows = Tensor::from_slice(&[f32::NEG_INFINITY, f32::NAN, 0.0, -20.0], (2, 2), &Device::Cpu).unwrap();
+    let rows = Tensor::from_slice(
+        &[f32::NEG_INFINITY, f32::NAN, 0.0, -20.0],
+        (2, 2),
+        &Device::Cpu,
+    )
+    .unwrap();
     for c in every_curve() {
         let out = apply(&c, &rows).unwrap().to_vec2::<f32>().unwrap();
         assert_eq!(out[0][0], f32::NEG_INFINITY);
@@ -56,7 +63,10 @@ fn identity_and_non_finite_rows() {
 fn half_precision_in_same_dtype_out() {
     let x: Vec<f32> = (0..64).map(|i| 4.0 - i as f32 * 0.37).collect();
     for dtype in [DType::F16, DType::BF16] {
-        let t = Tensor::from_slice(&x, 64, &Device::Cpu).unwrap().to_dtype(dtype).unwrap();
+        let t = Tensor::from_slice(&x, 64, &Device::Cpu)
+            .unwrap()
+            .to_dtype(dtype)
+            .unwrap();
         let rounded: Vec<f32> = t.to_dtype(DType::F32).unwrap().to_vec1().unwrap();
         for c in every_curve() {
             let y = apply(&c, &t).unwrap();
@@ -71,7 +81,12 @@ fn half_precision_in_same_dtype_out() {
                 .unwrap()
                 .to_vec1()
                 .unwrap();
-            common::assert_within_half_ulp(dtype == DType::F16, &got, &want, &format!("{dtype:?} {c:?}"));
+            common::assert_within_half_ulp(
+                dtype == DType::F16,
+                &got,
+                &want,
+                &format!("{dtype:?} {c:?}"),
+            );
         }
     }
 }

@@ -38,14 +38,20 @@ fn validation_messages() {
         r#"null"#,
         r#"[1, 2]"#,
     ];
-    let all: Vec<String> = cases.iter().map(|c| format!("{c}\n{}", error_of(c))).collect();
+    let all: Vec<String> = cases
+        .iter()
+        .map(|c| format!("{c}\n{}", error_of(c)))
+        .collect();
     insta::assert_snapshot!(all.join("\n\n"));
 }
 
 #[test]
 fn serde_json_error_text_carries_the_message() {
     let err = serde_json::from_str::<HlgConfig>(r#"{"toe": -2}"#).unwrap_err();
-    assert_eq!(err.to_string(), r#"`hlg.toe` must be a number in [1e-6, 1000] or "off", got -2"#);
+    assert_eq!(
+        err.to_string(),
+        r#"`hlg.toe` must be a number in [1e-6, 1000] or "off", got -2"#
+    );
 }
 
 #[test]
@@ -78,7 +84,10 @@ fn shorthands_and_defaults() {
     // An object without `enabled` leaves it unset: the request layer reads that as on.
     let obj: HlgConfig = serde_json::from_str(r#"{"toe": 3.5}"#).unwrap();
     assert_eq!(obj.enabled(), None);
-    assert_eq!(obj.curve(), HlgCurve::default().with_toe(Some(3.5)).unwrap());
+    assert_eq!(
+        obj.curve(),
+        HlgCurve::default().with_toe(Some(3.5)).unwrap()
+    );
     // Integers are numbers too.
     let int: HlgConfig = serde_json::from_str(r#"{"width": 3}"#).unwrap();
     assert_eq!(int.curve().width(), Some(3.0));
@@ -86,7 +95,13 @@ fn shorthands_and_defaults() {
 
 #[test]
 fn precedence_request_over_server_over_builtin() {
-    let server = HlgConfig::from_pairs([("enabled", "off"), ("pivot", "median"), ("width", "2"), ("toe_shape", "exp")]).unwrap();
+    let server = HlgConfig::from_pairs([
+        ("enabled", "off"),
+        ("pivot", "median"),
+        ("width", "2"),
+        ("toe_shape", "exp"),
+    ])
+    .unwrap();
     let request: HlgConfig = serde_json::from_str(r#"{"width": "off", "toe": 1.5}"#).unwrap();
     let merged = request.merged_over(&server);
     assert_eq!(merged.enabled(), Some(false)); // the request did not say; the server did
@@ -96,8 +111,8 @@ fn precedence_request_over_server_over_builtin() {
     assert_eq!(c.toe(), Some(1.5));
     assert_eq!(c.toe_shape(), ToeShape::Exp);
     assert_eq!(c.shoulder(), HlgCurve::default().shoulder()); // built-in
-    // The fully resolved view names every field, in the crate's own order (not a
-    // `serde_json::Value`, whose key order depends on serde_json's features).
+                                                              // The fully resolved view names every field, in the crate's own order (not a
+                                                              // `serde_json::Value`, whose key order depends on serde_json's features).
     insta::assert_json_snapshot!(merged.resolved(false), @r#"
     {
       "enabled": false,
@@ -116,7 +131,10 @@ fn flags_use_the_same_validation() {
     let err = HlgConfig::from_pairs([("toe", "-1")]).unwrap_err();
     assert_eq!(err.param(), "hlg.toe");
     let err = HlgConfig::from_pairs([("width", "inf")]).unwrap_err();
-    assert_eq!(err.to_string(), r#"`hlg.width` must be a number in [0, 1000] or "off", got "inf""#);
+    assert_eq!(
+        err.to_string(),
+        r#"`hlg.width` must be a number in [0, 1000] or "off", got "inf""#
+    );
     let err = HlgConfig::from_pairs([("toe_shape", "cubic")]).unwrap_err();
     assert_eq!(err.param(), "hlg.toe_shape");
     assert!(HlgConfig::from_pairs([("nope", "1")]).is_err());
@@ -124,7 +142,14 @@ fn flags_use_the_same_validation() {
 
 #[test]
 fn curve_constructor_validates() {
-    assert!(HlgCurve::new(Pivot::Top { offset: -1.0 }, Some(1.0), None, None, ToeShape::Log).is_err());
+    assert!(HlgCurve::new(
+        Pivot::Top { offset: -1.0 },
+        Some(1.0),
+        None,
+        None,
+        ToeShape::Log
+    )
+    .is_err());
     assert!(HlgCurve::default().with_width(Some(f32::NAN)).is_err());
     assert!(HlgCurve::default().with_toe(Some(f32::INFINITY)).is_err());
     assert!(HlgCurve::default().with_shoulder(Some(0.0)).is_err());

@@ -16,7 +16,11 @@ fn pivot() -> impl Strategy<Value = Pivot> {
 }
 
 fn shape() -> impl Strategy<Value = ToeShape> {
-    prop_oneof![Just(ToeShape::Log), Just(ToeShape::Quadratic), Just(ToeShape::Exp)]
+    prop_oneof![
+        Just(ToeShape::Log),
+        Just(ToeShape::Quadratic),
+        Just(ToeShape::Exp)
+    ]
 }
 
 fn beta() -> impl Strategy<Value = Option<f32>> {
@@ -24,7 +28,13 @@ fn beta() -> impl Strategy<Value = Option<f32>> {
 }
 
 fn curve() -> impl Strategy<Value = HlgCurve> {
-    (pivot(), prop_oneof![6 => (0.0f32..10.0).prop_map(Some), 1 => Just(None)], beta(), beta(), shape())
+    (
+        pivot(),
+        prop_oneof![6 => (0.0f32..10.0).prop_map(Some), 1 => Just(None)],
+        beta(),
+        beta(),
+        shape(),
+    )
         .prop_map(|(p, w, bh, bt, s)| HlgCurve::new(p, w, bh, bt, s).unwrap())
 }
 
@@ -117,7 +127,11 @@ fn masked_entries_do_not_move_the_pivot() {
     let mut padded = vec![f32::NEG_INFINITY; 10];
     padded.extend(x);
     padded.push(f32::NAN);
-    for c in [HlgCurve::default(), HlgCurve::default().with_pivot(Pivot::Entropy).unwrap(), HlgCurve::default().with_pivot(Pivot::Median).unwrap()] {
+    for c in [
+        HlgCurve::default(),
+        HlgCurve::default().with_pivot(Pivot::Entropy).unwrap(),
+        HlgCurve::default().with_pivot(Pivot::Median).unwrap(),
+    ] {
         assert_eq!(c.pivot_of(&x), c.pivot_of(&padded));
     }
 }
@@ -158,7 +172,14 @@ fn median_of_long_vectors_in_every_depth_band() {
     }
     let band = |lo: f32, hi: f32| depths.iter().any(|&d| d > lo && d <= hi);
     assert!(depths.contains(&0.0), "{depths:?}");
-    for (lo, hi) in [(0.0, 1.0), (1.0, 3.0), (3.0, 6.0), (6.0, 9.0), (9.0, 12.0), (12.0, 18.0)] {
+    for (lo, hi) in [
+        (0.0, 1.0),
+        (1.0, 3.0),
+        (3.0, 6.0),
+        (6.0, 9.0),
+        (9.0, 12.0),
+        (12.0, 18.0),
+    ] {
         assert!(band(lo, hi), "no case in ({lo}, {hi}]: {depths:?}");
     }
 }
@@ -183,8 +204,18 @@ fn accepted_knob(min: f32) -> impl Strategy<Value = Option<f32>> {
 /// Any accepted curve, extremes included.
 fn any_accepted_curve() -> impl Strategy<Value = HlgCurve> {
     let beta = mistralrs_hlg::curve::MIN_BETA;
-    let pivot = prop_oneof![accepted(0.0).prop_map(|offset| Pivot::Top { offset }), Just(Pivot::Entropy), Just(Pivot::Median)];
-    (pivot, accepted_knob(0.0), accepted_knob(beta), accepted_knob(beta), shape())
+    let pivot = prop_oneof![
+        accepted(0.0).prop_map(|offset| Pivot::Top { offset }),
+        Just(Pivot::Entropy),
+        Just(Pivot::Median)
+    ];
+    (
+        pivot,
+        accepted_knob(0.0),
+        accepted_knob(beta),
+        accepted_knob(beta),
+        shape(),
+    )
         .prop_map(|(p, w, bh, bt, s)| HlgCurve::new(p, w, bh, bt, s).expect("an accepted curve"))
 }
 
@@ -220,7 +251,14 @@ proptest! {
 fn the_bounds_are_the_accepted_ranges() {
     use mistralrs_hlg::curve::{MAX_NATS, MIN_BETA};
     let top = |offset| Pivot::Top { offset };
-    assert!(HlgCurve::new(top(MAX_NATS), Some(MAX_NATS), Some(MAX_NATS), Some(MIN_BETA), ToeShape::Exp).is_ok());
+    assert!(HlgCurve::new(
+        top(MAX_NATS),
+        Some(MAX_NATS),
+        Some(MAX_NATS),
+        Some(MIN_BETA),
+        ToeShape::Exp
+    )
+    .is_ok());
     assert!(HlgCurve::new(top(MAX_NATS * 1.001), None, None, None, ToeShape::Log).is_err());
     assert!(HlgCurve::new(top(1.0), Some(1001.0), None, None, ToeShape::Log).is_err());
     assert!(HlgCurve::new(top(1.0), None, Some(1e6), None, ToeShape::Log).is_err());

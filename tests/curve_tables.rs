@@ -5,7 +5,13 @@ use mistralrs_hlg::{HlgCurve, Pivot, ToeShape};
 
 const NEG: f32 = f32::NEG_INFINITY;
 
-fn curve(pivot: Pivot, w: Option<f32>, bh: Option<f32>, bt: Option<f32>, shape: ToeShape) -> HlgCurve {
+fn curve(
+    pivot: Pivot,
+    w: Option<f32>,
+    bh: Option<f32>,
+    bt: Option<f32>,
+    shape: ToeShape,
+) -> HlgCurve {
     HlgCurve::new(pivot, w, bh, bt, shape).unwrap()
 }
 
@@ -16,7 +22,10 @@ fn check(c: &HlgCurve, x: &[f32], want: &[f64]) {
         if w.is_infinite() {
             assert_eq!(got as f64, w, "entry {i} of {x:?}");
         } else {
-            assert!((got as f64 - w).abs() <= 1e-5 * w.abs().max(1.0), "entry {i}: {got} vs {w} ({c:?})");
+            assert!(
+                (got as f64 - w).abs() <= 1e-5 * w.abs().max(1.0),
+                "entry {i}: {got} vs {w} ({c:?})"
+            );
         }
     }
 }
@@ -28,20 +37,71 @@ const TOP_X: [f32; 6] = [0.0, -1.0, -5.0, -10.0, -16.0, NEG];
 
 #[test]
 fn top_log() {
-    let c = curve(Pivot::Top { offset: 6.0 }, Some(4.0), Some(4.0), Some(6.0), ToeShape::Log);
-    check(&c, &TOP_X, &[-0.378_139_567_567_342_5, -1.107_425_794_743_161, -5.0, -10.0, -14.158_883_083_359_672, f64::NEG_INFINITY]);
+    let c = curve(
+        Pivot::Top { offset: 6.0 },
+        Some(4.0),
+        Some(4.0),
+        Some(6.0),
+        ToeShape::Log,
+    );
+    check(
+        &c,
+        &TOP_X,
+        &[
+            -0.378_139_567_567_342_5,
+            -1.107_425_794_743_161,
+            -5.0,
+            -10.0,
+            -14.158_883_083_359_672,
+            f64::NEG_INFINITY,
+        ],
+    );
 }
 
 #[test]
 fn top_quadratic() {
-    let c = curve(Pivot::Top { offset: 6.0 }, Some(4.0), Some(4.0), Some(6.0), ToeShape::Quadratic);
-    check(&c, &TOP_X, &[-0.378_139_567_567_342_5, -1.107_425_794_743_161, -5.0, -10.0, -19.0, f64::NEG_INFINITY]);
+    let c = curve(
+        Pivot::Top { offset: 6.0 },
+        Some(4.0),
+        Some(4.0),
+        Some(6.0),
+        ToeShape::Quadratic,
+    );
+    check(
+        &c,
+        &TOP_X,
+        &[
+            -0.378_139_567_567_342_5,
+            -1.107_425_794_743_161,
+            -5.0,
+            -10.0,
+            -19.0,
+            f64::NEG_INFINITY,
+        ],
+    );
 }
 
 #[test]
 fn top_exp() {
-    let c = curve(Pivot::Top { offset: 6.0 }, Some(4.0), Some(4.0), Some(6.0), ToeShape::Exp);
-    check(&c, &TOP_X, &[-0.378_139_567_567_342_5, -1.107_425_794_743_161, -5.0, -10.0, -20.309_690_970_754_27, f64::NEG_INFINITY]);
+    let c = curve(
+        Pivot::Top { offset: 6.0 },
+        Some(4.0),
+        Some(4.0),
+        Some(6.0),
+        ToeShape::Exp,
+    );
+    check(
+        &c,
+        &TOP_X,
+        &[
+            -0.378_139_567_567_342_5,
+            -1.107_425_794_743_161,
+            -5.0,
+            -10.0,
+            -20.309_690_970_754_27,
+            f64::NEG_INFINITY,
+        ],
+    );
 }
 
 #[test]
@@ -49,19 +109,54 @@ fn top_off_combinations() {
     let p = Pivot::Top { offset: 6.0 };
     // Shoulder off: the top side continues linearly (untouched); the toe still acts.
     let c = curve(p, Some(4.0), None, Some(6.0), ToeShape::Quadratic);
-    check(&c, &TOP_X, &[0.0, -1.0, -5.0, -10.0, -19.0, f64::NEG_INFINITY]);
+    check(
+        &c,
+        &TOP_X,
+        &[0.0, -1.0, -5.0, -10.0, -19.0, f64::NEG_INFINITY],
+    );
     // Toe off: only the shoulder acts.
     let c = curve(p, Some(4.0), Some(4.0), None, ToeShape::Exp);
-    check(&c, &TOP_X, &[-0.378_139_567_567_342_5, -1.107_425_794_743_161, -5.0, -10.0, -16.0, f64::NEG_INFINITY]);
+    check(
+        &c,
+        &TOP_X,
+        &[
+            -0.378_139_567_567_342_5,
+            -1.107_425_794_743_161,
+            -5.0,
+            -10.0,
+            -16.0,
+            f64::NEG_INFINITY,
+        ],
+    );
     // Width 0: every finite entry but the pivot itself is outside the band.
     let c = curve(p, Some(0.0), Some(4.0), Some(6.0), ToeShape::Quadratic);
     // z = 6 → −6 + 4·ln 2.5; z = 5 → −6 + 4·ln 2.25; z = 1 → −6 + 4·ln 1.25; z = −4 → −6 − 4 − 16/12; z = −10 → −6 − 10 − 100/12.
-    check(&c, &TOP_X[..5], &[-2.334_836_981_350_527, -2.756_279_135_134_685, -5.107_425_794_743_161, -11.333_333_333_333_334, -24.333_333_333_333_332]);
+    check(
+        &c,
+        &TOP_X[..5],
+        &[
+            -2.334_836_981_350_527,
+            -2.756_279_135_134_685,
+            -5.107_425_794_743_161,
+            -11.333_333_333_333_334,
+            -24.333_333_333_333_332,
+        ],
+    );
 }
 
 #[test]
 fn identity_configs_are_bit_exact() {
-    let x = [3.5f32, 1e-3, -2.25, -40.0, NEG, f32::NAN, f32::INFINITY, 1e4, -1e4];
+    let x = [
+        3.5f32,
+        1e-3,
+        -2.25,
+        -40.0,
+        NEG,
+        f32::NAN,
+        f32::INFINITY,
+        1e4,
+        -1e4,
+    ];
     for c in [
         HlgCurve::identity(),
         curve(Pivot::Entropy, Some(0.0), None, None, ToeShape::Exp),
@@ -79,13 +174,43 @@ fn identity_configs_are_bit_exact() {
 #[test]
 fn entropy_every_shape() {
     let x = [3f32.ln(), 0.0, -3.0];
-    let c = curve(Pivot::Entropy, Some(0.5), Some(1.0), Some(1.0), ToeShape::Log);
+    let c = curve(
+        Pivot::Entropy,
+        Some(0.5),
+        Some(1.0),
+        Some(1.0),
+        ToeShape::Log,
+    );
     assert!((c.pivot_of(&x).unwrap() as f64 - 0.776_948_419_208_821_1).abs() < 1e-6);
-    check(&c, &x, &[1.098_612_288_668_109_8, 0.032_475_235_136_442_9, -1.176_291_349_923_204_6]);
+    check(
+        &c,
+        &x,
+        &[
+            1.098_612_288_668_109_8,
+            0.032_475_235_136_442_9,
+            -1.176_291_349_923_204_6,
+        ],
+    );
     let c = c.with_toe_shape(ToeShape::Quadratic);
-    check(&c, &x, &[1.098_612_288_668_109_8, -0.038_350_213_451_132_43, -8.369_195_471_077_594]);
+    check(
+        &c,
+        &x,
+        &[
+            1.098_612_288_668_109_8,
+            -0.038_350_213_451_132_43,
+            -8.369_195_471_077_594,
+        ],
+    );
     let c = c.with_toe_shape(ToeShape::Exp);
-    check(&c, &x, &[1.098_612_288_668_109_8, -0.042_149_909_935_865_54, -25.217_849_776_141_94]);
+    check(
+        &c,
+        &x,
+        &[
+            1.098_612_288_668_109_8,
+            -0.042_149_909_935_865_54,
+            -25.217_849_776_141_94,
+        ],
+    );
 }
 
 // Median pivot: masses e^x = [1, .9048, .8187, .7408, .0067], total 3.4711; half 1.7356 is
@@ -93,16 +218,50 @@ fn entropy_every_shape() {
 #[test]
 fn median_log_and_quadratic() {
     let x = [0.0f32, -0.1, -0.2, -0.3, -5.0, NEG];
-    let c = curve(Pivot::Median, Some(0.05), Some(0.5), Some(2.0), ToeShape::Log);
+    let c = curve(
+        Pivot::Median,
+        Some(0.05),
+        Some(0.5),
+        Some(2.0),
+        ToeShape::Log,
+    );
     assert_eq!(c.pivot_of(&x), Some(-0.1));
-    check(&c, &x, &[-0.002_344_910_097_837_577, -0.1, -0.199_385_225_180_743, -0.294_641_323_159_252_2, -2.612_202_943_428_377, f64::NEG_INFINITY]);
+    check(
+        &c,
+        &x,
+        &[
+            -0.002_344_910_097_837_577,
+            -0.1,
+            -0.199_385_225_180_743,
+            -0.294_641_323_159_252_2,
+            -2.612_202_943_428_377,
+            f64::NEG_INFINITY,
+        ],
+    );
     let c = c.with_toe_shape(ToeShape::Quadratic);
-    check(&c, &x, &[-0.002_344_910_097_837_577, -0.1, -0.200_625, -0.305_625, -10.880_625, f64::NEG_INFINITY]);
+    check(
+        &c,
+        &x,
+        &[
+            -0.002_344_910_097_837_577,
+            -0.1,
+            -0.200_625,
+            -0.305_625,
+            -10.880_625,
+            f64::NEG_INFINITY,
+        ],
+    );
 }
 
 #[test]
 fn median_cases() {
-    let c = curve(Pivot::Median, Some(1.0), Some(1.0), Some(1.0), ToeShape::Log);
+    let c = curve(
+        Pivot::Median,
+        Some(1.0),
+        Some(1.0),
+        Some(1.0),
+        ToeShape::Log,
+    );
     // The top token holds more than half: the median is the top.
     assert_eq!(c.pivot_of(&[2.0, 1.0, 0.0, -1.0]), Some(2.0));
     // Ties: three equal tokens; half the mass is reached inside the tie.
@@ -150,7 +309,13 @@ fn non_finite_entries() {
 
 #[test]
 fn exp_toe_far_tail_is_negative_not_nan() {
-    let c = curve(Pivot::Top { offset: 0.0 }, Some(0.0), Some(1.0), Some(0.01), ToeShape::Exp);
+    let c = curve(
+        Pivot::Top { offset: 0.0 },
+        Some(0.0),
+        Some(1.0),
+        Some(0.01),
+        ToeShape::Exp,
+    );
     let mut y = [0.0f32, -1.0, -1e4, -3e38];
     c.apply(&mut y);
     assert!(y.iter().all(|v| !v.is_nan()));

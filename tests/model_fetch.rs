@@ -24,7 +24,11 @@ fn fetch(dir: &Path) -> std::process::Child {
 
 fn finish(child: std::process::Child) -> String {
     let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "fetch-model failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "fetch-model failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
@@ -40,7 +44,10 @@ fn two_first_runs_at_once_share_one_checked_file() {
     assert!(pa.ends_with(FILE), "{pa}");
     assert_eq!(std::fs::metadata(&pa).unwrap().len(), SIZE);
     // Nothing left behind but the model and the lock file.
-    let mut names: Vec<String> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
     names.sort();
     assert_eq!(names, [".fetch.lock", FILE]);
     // A corrupt file in the cache is fetched again, not trusted.

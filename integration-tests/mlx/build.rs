@@ -3,6 +3,8 @@
 fn main() {
     let link = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("vendor/mlx-sys/system-mlx");
     println!("cargo:rerun-if-changed={}", link.display());
-    let lib = std::fs::canonicalize(&link).expect("vendor/mlx-sys/system-mlx: run scripts/mlx-linux-setup first").join("lib");
+    let lib = std::fs::canonicalize(&link)
+        .expect("vendor/mlx-sys/system-mlx: run scripts/mlx-linux-setup first")
+        .join("lib");
     println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib.display());
 }

@@ -18,20 +18,30 @@ use tower::ServiceExt;
 pub fn model() -> ModelSource {
     static PATH: OnceLock<String> = OnceLock::new();
     let p = PATH.get_or_init(|| {
-        mistralrs_hlg::model::ensure_default_model().expect("fetching the embedded model").to_string_lossy().into_owned()
+        mistralrs_hlg::model::ensure_default_model()
+            .expect("fetching the embedded model")
+            .to_string_lossy()
+            .into_owned()
     });
     ModelSource::resolve(p, None).expect("model path")
 }
 
 /// A fresh engine (its sampling RNG starts from the same seed each time).
 pub async fn engine() -> SharedMistralRsState {
-    server::load::load(&model(), true).await.expect("loading the model")
+    server::load::load(&model(), true)
+        .await
+        .expect("loading the model")
 }
 
 /// [`engine`] with the engine's options (on the CPU).
 pub async fn engine_with(options: server::load::EngineOptions) -> SharedMistralRsState {
-    let options = server::load::EngineOptions { cpu: true, ..options };
-    server::load::load_with(&model(), &options).await.expect("loading the model")
+    let options = server::load::EngineOptions {
+        cpu: true,
+        ..options
+    };
+    server::load::load_with(&model(), &options)
+        .await
+        .expect("loading the model")
 }
 
 /// The plugin's router over `state`, with these server defaults.
@@ -41,12 +51,24 @@ pub async fn plugin(state: SharedMistralRsState, defaults: HlgConfig) -> Router 
 
 /// Upstream's own router over `state`: the engine without the plugin.
 pub async fn upstream(state: SharedMistralRsState) -> Router {
-    MistralRsServerRouterBuilder::new().with_mistralrs(state).build().await.expect("upstream router")
+    MistralRsServerRouterBuilder::new()
+        .with_mistralrs(state)
+        .build()
+        .await
+        .expect("upstream router")
 }
 
 /// A request through the router, no socket: status and body text.
-pub async fn call(router: &Router, method: &str, path: &str, body: Option<&Value>) -> (StatusCode, String) {
-    let req = Request::builder().method(method).uri(path).header("content-type", "application/json");
+pub async fn call(
+    router: &Router,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+) -> (StatusCode, String) {
+    let req = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", "application/json");
     let req = match body {
         Some(b) => req.body(Body::from(b.to_string())),
         None => req.body(Body::empty()),
@@ -71,7 +93,13 @@ pub fn texts(resp: &Value) -> Vec<String> {
         .as_array()
         .expect("choices")
         .iter()
-        .map(|c| c["message"]["content"].as_str().or(c["text"].as_str()).unwrap_or_default().to_string())
+        .map(|c| {
+            c["message"]["content"]
+                .as_str()
+                .or(c["text"].as_str())
+                .unwrap_or_default()
+                .to_string()
+        })
         .collect()
 }
 
@@ -101,7 +129,12 @@ pub const PROMPTS: [&str; 3] = [
 pub async fn run_prompts(router: &Router, max_tokens: u32, extra: &Value) -> Vec<String> {
     let mut out = vec![];
     for p in PROMPTS {
-        let resp = post_ok(router, "/v1/chat/completions", &chat(p, max_tokens, extra.clone())).await;
+        let resp = post_ok(
+            router,
+            "/v1/chat/completions",
+            &chat(p, max_tokens, extra.clone()),
+        )
+        .await;
         out.extend(texts(&resp));
     }
     out
@@ -132,14 +165,23 @@ struct Forced {
 }
 
 impl mistralrs_core::CustomLogitsProcessor for Forced {
-    fn apply(&self, logits: &candle_core::Tensor, context: &[u32]) -> candle_core::Result<candle_core::Tensor> {
+    fn apply(
+        &self,
+        logits: &candle_core::Tensor,
+        context: &[u32],
+    ) -> candle_core::Result<candle_core::Tensor> {
         let start = *self.start.lock().unwrap().get_or_insert(context.len());
         let step = context.len() - start;
         let x: Vec<f32> = logits.to_vec1()?;
-        let Some(&want) = self.tokens.get(step) else { return Ok(logits.clone()) };
+        let Some(&want) = self.tokens.get(step) else {
+            return Ok(logits.clone());
+        };
         let m = x.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
         let lse = m + x.iter().map(|&v| (v as f64 - m).exp()).sum::<f64>().ln();
-        self.logprobs.lock().unwrap().push(x[want as usize] as f64 - lse);
+        self.logprobs
+            .lock()
+            .unwrap()
+            .push(x[want as usize] as f64 - lse);
         let mut forced = vec![f32::NEG_INFINITY; x.len()];
         forced[want as usize] = 0.0;
         candle_core::Tensor::new(forced, logits.device())
@@ -152,11 +194,18 @@ impl mistralrs_core::CustomLogitsProcessor for Forced {
 pub async fn mean_logprob(judge: &mistralrs::Model, prompt: &str, texts: &[String]) -> f64 {
     let (mut sum, mut count) = (0.0, 0usize);
     for t in texts {
-        let tokens = judge.tokenize(either::Either::Right(t.clone()), None, false, false, None).await.expect("tokenize");
+        let tokens = judge
+            .tokenize(either::Either::Right(t.clone()), None, false, false, None)
+            .await
+            .expect("tokenize");
         if tokens.is_empty() {
             continue;
         }
-        let forced = std::sync::Arc::new(Forced { tokens: tokens.clone(), start: Default::default(), logprobs: Default::default() });
+        let forced = std::sync::Arc::new(Forced {
+            tokens: tokens.clone(),
+            start: Default::default(),
+            logprobs: Default::default(),
+        });
         let req = mistralrs::RequestBuilder::new()
             .add_message(mistralrs::TextMessageRole::User, prompt)
             .set_sampler_max_len(tokens.len())
@@ -181,7 +230,9 @@ pub struct Server {
 impl Server {
     /// Binds 127.0.0.1:0 and serves `router` in a task.
     pub async fn start(router: Router) -> Server {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("binding 127.0.0.1:0");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("binding 127.0.0.1:0");
         let base = format!("http://{}", listener.local_addr().unwrap());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(async move {
@@ -192,12 +243,20 @@ impl Server {
                 .await
                 .expect("serving");
         });
-        Server { base, stop: Some(stop), task: Some(task) }
+        Server {
+            base,
+            stop: Some(stop),
+            task: Some(task),
+        }
     }
 
     /// A handle on a server started elsewhere (does not stop it).
     pub fn at(base: String) -> Server {
-        Server { base, stop: None, task: None }
+        Server {
+            base,
+            stop: None,
+            task: None,
+        }
     }
 
     /// Stops accepting, lets open requests finish, and waits for the server task.
@@ -220,7 +279,12 @@ impl Server {
             .await
             .unwrap_or_else(|e| panic!("POST {path}: {e}"));
         let status = resp.status().as_u16();
-        (status, resp.text().await.unwrap_or_else(|e| panic!("POST {path}: reading the body: {e}")))
+        (
+            status,
+            resp.text()
+                .await
+                .unwrap_or_else(|e| panic!("POST {path}: reading the body: {e}")),
+        )
     }
 }
 
@@ -236,13 +300,20 @@ impl Drop for Server {
 pub fn stream_texts(body: &str) -> Vec<String> {
     let mut out: Vec<String> = vec![];
     for data in body.lines().filter_map(|l| l.strip_prefix("data: ")) {
-        let Ok(v) = serde_json::from_str::<Value>(data) else { continue };
+        let Ok(v) = serde_json::from_str::<Value>(data) else {
+            continue;
+        };
         for c in v["choices"].as_array().into_iter().flatten() {
             let i = c["index"].as_u64().unwrap_or(0) as usize;
             if out.len() <= i {
                 out.resize(i + 1, String::new());
             }
-            out[i].push_str(c["delta"]["content"].as_str().or(c["text"].as_str()).unwrap_or_default());
+            out[i].push_str(
+                c["delta"]["content"]
+                    .as_str()
+                    .or(c["text"].as_str())
+                    .unwrap_or_default(),
+            );
         }
     }
     out
@@ -252,7 +323,12 @@ pub fn stream_texts(body: &str) -> Vec<String> {
 pub fn rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)).and_then(|n| n.parse().ok()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|n| n.parse().ok())
+        })
         .unwrap_or(0)
 }
 
@@ -267,14 +343,21 @@ pub const BIRDS: [&str; 4] = [
 
 /// One greedy request for `BIRDS[i]`, chat or streamed chat: (text, prompt tokens).
 pub async fn bird(s: &Server, client: &reqwest::Client, i: usize, stream: bool) -> (String, u64) {
-    let body = chat(BIRDS[i], 20, serde_json::json!({"temperature": 0.0, "stream": stream}));
+    let body = chat(
+        BIRDS[i],
+        20,
+        serde_json::json!({"temperature": 0.0, "stream": stream}),
+    );
     let (status, text) = s.post(client, "/v1/chat/completions", &body).await;
     assert_eq!(status, 200, "{text}");
     if stream {
         (stream_texts(&text).concat(), 0)
     } else {
         let v: Value = serde_json::from_str(&text).unwrap();
-        (texts(&v).concat(), v["usage"]["prompt_tokens"].as_u64().unwrap_or(0))
+        (
+            texts(&v).concat(),
+            v["usage"]["prompt_tokens"].as_u64().unwrap_or(0),
+        )
     }
 }
 
@@ -288,9 +371,15 @@ pub async fn mismatches(s: &Server, rounds: usize) -> usize {
         solo.push(bird(s, &client, i, false).await);
     }
     let lens: Vec<u64> = solo.iter().map(|(_, n)| *n).collect();
-    assert!(lens.iter().all(|&n| n == lens[0] && n > 0), "the prompts must have one token count to line up: {lens:?}");
+    assert!(
+        lens.iter().all(|&n| n == lens[0] && n > 0),
+        "the prompts must have one token count to line up: {lens:?}"
+    );
     for (i, (t, _)) in solo.iter().enumerate() {
-        assert!(t.contains(["red", "blue", "green", "yellow"][i]), "solo run {i}: {t:?}");
+        assert!(
+            t.contains(["red", "blue", "green", "yellow"][i]),
+            "solo run {i}: {t:?}"
+        );
     }
     let mut wrong = 0;
     for round in 0..rounds {
@@ -307,7 +396,10 @@ pub async fn mismatches(s: &Server, rounds: usize) -> usize {
             let got = t.await.unwrap();
             if got != solo[i].0 {
                 wrong += 1;
-                println!("round {round}, bird {i}: alone {:?}, together {got:?}", solo[i].0);
+                println!(
+                    "round {round}, bird {i}: alone {:?}, together {got:?}",
+                    solo[i].0
+                );
             }
         }
     }

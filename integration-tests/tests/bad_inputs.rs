@@ -20,7 +20,12 @@ struct Case {
     names: Option<String>,
 }
 
-fn case(what: impl Into<String>, path: &str, body: impl Into<Vec<u8>>, names: Option<&str>) -> Case {
+fn case(
+    what: impl Into<String>,
+    path: &str,
+    body: impl Into<Vec<u8>>,
+    names: Option<&str>,
+) -> Case {
     Case {
         what: what.into(),
         method: "POST",
@@ -75,22 +80,70 @@ fn catalogue() -> Vec<Case> {
     }
 
     // Every numeric `hlg` field: wrong types and values out of range, on both routes.
-    let numeric_bad = [json!(-1), json!(1001), json!(1e33), json!(1e39), json!(-1e-9), json!("abc"), json!(true), json!([1]), json!({"v": 1}), json!("NaN"), json!("inf"), json!("1e400")];
+    let numeric_bad = [
+        json!(-1),
+        json!(1001),
+        json!(1e33),
+        json!(1e39),
+        json!(-1e-9),
+        json!("abc"),
+        json!(true),
+        json!([1]),
+        json!({"v": 1}),
+        json!("NaN"),
+        json!("inf"),
+        json!("1e400"),
+    ];
     for field in ["pivot_offset", "width", "shoulder", "toe"] {
         for (i, bad) in numeric_bad.iter().enumerate() {
-            let (path, base) = if i % 2 == 0 { (CHAT, &chat_base) } else { (COMPLETE, &comp_base) };
-            out.push(case(format!("hlg.{field} = {bad}"), path, with(base, "hlg", json!({ field: bad })), Some(&format!("hlg.{field}"))));
+            let (path, base) = if i % 2 == 0 {
+                (CHAT, &chat_base)
+            } else {
+                (COMPLETE, &comp_base)
+            };
+            out.push(case(
+                format!("hlg.{field} = {bad}"),
+                path,
+                with(base, "hlg", json!({ field: bad })),
+                Some(&format!("hlg.{field}")),
+            ));
         }
     }
     for (field, bads) in [
         ("shoulder", vec![json!(0), json!(1e-7)]),
         ("toe", vec![json!(0), json!(5e-7)]),
-        ("pivot", vec![json!("mean"), json!("TOP"), json!(1), json!(null), json!(["top"])]),
-        ("toe_shape", vec![json!("cubic"), json!("Log"), json!(2), json!(false), json!({})]),
-        ("enabled", vec![json!("yes"), json!(1), json!("maybe"), json!([])]),
+        (
+            "pivot",
+            vec![
+                json!("mean"),
+                json!("TOP"),
+                json!(1),
+                json!(null),
+                json!(["top"]),
+            ],
+        ),
+        (
+            "toe_shape",
+            vec![
+                json!("cubic"),
+                json!("Log"),
+                json!(2),
+                json!(false),
+                json!({}),
+            ],
+        ),
+        (
+            "enabled",
+            vec![json!("yes"), json!(1), json!("maybe"), json!([])],
+        ),
     ] {
         for bad in bads {
-            out.push(case(format!("hlg.{field} = {bad}"), CHAT, with(&chat_base, "hlg", json!({ field: bad })), Some(&format!("hlg.{field}"))));
+            out.push(case(
+                format!("hlg.{field} = {bad}"),
+                CHAT,
+                with(&chat_base, "hlg", json!({ field: bad })),
+                Some(&format!("hlg.{field}")),
+            ));
         }
     }
     for (what, h) in [
@@ -103,26 +156,72 @@ fn catalogue() -> Vec<Case> {
     ] {
         for path in [CHAT, COMPLETE] {
             let base = if path == CHAT { &chat_base } else { &comp_base };
-            out.push(case(format!("{what} ({path})"), path, with(base, "hlg", h.clone()), Some("hlg")));
+            out.push(case(
+                format!("{what} ({path})"),
+                path,
+                with(base, "hlg", h.clone()),
+                Some("hlg"),
+            ));
         }
     }
     for stream in [true, false] {
-        out.push(case(format!("bad hlg, stream {stream}"), CHAT, with(&with_value(&chat_base, "stream", json!(stream)), "hlg", json!({"toe": -3})), Some("hlg.toe")));
+        out.push(case(
+            format!("bad hlg, stream {stream}"),
+            CHAT,
+            with(
+                &with_value(&chat_base, "stream", json!(stream)),
+                "hlg",
+                json!({"toe": -3}),
+            ),
+            Some("hlg.toe"),
+        ));
     }
 
     // `n` and `max_tokens` extremes, on both routes.
     for (field, bads) in [
-        ("n", vec![json!(0), json!(-1), json!(129), json!(1_000_000_000u64), json!(1.5), json!("2"), json!(true)]),
-        ("max_tokens", vec![json!(0), json!(-5), json!(1e12), json!(10_000_000), json!(2.5), json!("ten"), json!([4])]),
+        (
+            "n",
+            vec![
+                json!(0),
+                json!(-1),
+                json!(129),
+                json!(1_000_000_000u64),
+                json!(1.5),
+                json!("2"),
+                json!(true),
+            ],
+        ),
+        (
+            "max_tokens",
+            vec![
+                json!(0),
+                json!(-5),
+                json!(1e12),
+                json!(10_000_000),
+                json!(2.5),
+                json!("ten"),
+                json!([4]),
+            ],
+        ),
     ] {
         for bad in bads {
             for path in [CHAT, COMPLETE] {
                 let base = if path == CHAT { &chat_base } else { &comp_base };
-                out.push(case(format!("{field} = {bad} ({path})"), path, with(base, field, bad.clone()), Some(field)));
+                out.push(case(
+                    format!("{field} = {bad} ({path})"),
+                    path,
+                    with(base, field, bad.clone()),
+                    Some(field),
+                ));
             }
         }
     }
-    out.push(case("max_completion_tokens = 0", CHAT, with(&chat_base, "max_completion_tokens", json!(0)), Some("max_completion_tokens")));
+    out.push(case(
+        "max_completion_tokens = 0",
+        CHAT,
+        with(&chat_base, "max_completion_tokens", json!(0)),
+        Some("max_completion_tokens"),
+    ));
 
     // Upstream's common fields with the wrong types.
     for (field, bad) in [
@@ -142,49 +241,169 @@ fn catalogue() -> Vec<Case> {
         ("messages", json!([{"role": 5, "content": "Hi"}])),
         ("messages", json!([{"content": "Hi"}])),
         ("messages", json!([{"role": "user", "content": 5}])),
-        ("messages", json!([{"role": "user", "content": [{"type": "nonsense"}]}])),
+        (
+            "messages",
+            json!([{"role": "user", "content": [{"type": "nonsense"}]}]),
+        ),
         ("messages", json!(null)),
         ("tools", json!("calculator")),
         ("tool_choice", json!(7)),
         ("response_format", json!("json")),
         ("grammar", json!(5)),
     ] {
-        out.push(case(format!("{field} = {bad}"), CHAT, with(&chat_base, field, bad), None));
+        out.push(case(
+            format!("{field} = {bad}"),
+            CHAT,
+            with(&chat_base, field, bad),
+            None,
+        ));
     }
-    for (field, bad) in [("prompt", json!(5)), ("prompt", json!(null)), ("temperature", json!("hot")), ("echo", json!("yes")), ("best_of", json!("x")), ("suffix", json!(3))] {
-        out.push(case(format!("completion {field} = {bad}"), COMPLETE, with(&comp_base, field, bad), None));
+    for (field, bad) in [
+        ("prompt", json!(5)),
+        ("prompt", json!(null)),
+        ("temperature", json!("hot")),
+        ("echo", json!("yes")),
+        ("best_of", json!("x")),
+        ("suffix", json!(3)),
+    ] {
+        out.push(case(
+            format!("completion {field} = {bad}"),
+            COMPLETE,
+            with(&comp_base, field, bad),
+            None,
+        ));
     }
     let mut missing = chat_base.clone();
     missing.as_object_mut().unwrap().remove("messages");
-    out.push(case("chat without messages", CHAT, missing.to_string(), None));
+    out.push(case(
+        "chat without messages",
+        CHAT,
+        missing.to_string(),
+        None,
+    ));
     let mut missing = comp_base.clone();
     missing.as_object_mut().unwrap().remove("prompt");
-    out.push(case("completion without prompt", COMPLETE, missing.to_string(), None));
-    out.push(case("unknown model", CHAT, with(&chat_base, "model", json!("no-such-model")), Some("model")));
-    out.push(case("unknown model (completions)", COMPLETE, with(&comp_base, "model", json!("/root/.cache")), Some("model")));
-    out.push(case("unknown model (responses)", RESPONSES, json!({"model": "nope", "input": "Hi"}).to_string(), None));
+    out.push(case(
+        "completion without prompt",
+        COMPLETE,
+        missing.to_string(),
+        None,
+    ));
+    out.push(case(
+        "unknown model",
+        CHAT,
+        with(&chat_base, "model", json!("no-such-model")),
+        Some("model"),
+    ));
+    out.push(case(
+        "unknown model (completions)",
+        COMPLETE,
+        with(&comp_base, "model", json!("/root/.cache")),
+        Some("model"),
+    ));
+    out.push(case(
+        "unknown model (responses)",
+        RESPONSES,
+        json!({"model": "nope", "input": "Hi"}).to_string(),
+        None,
+    ));
 
     // Media at remote addresses and in local files (off by default).
-    for (what, url) in [("remote image", "http://127.0.0.1:9/x.png"), ("local image", "/etc/passwd"), ("file URL", "file:///etc/hostname"), ("relative path", "../../etc/passwd"), ("https image", "https://example.com/a.png")] {
+    for (what, url) in [
+        ("remote image", "http://127.0.0.1:9/x.png"),
+        ("local image", "/etc/passwd"),
+        ("file URL", "file:///etc/hostname"),
+        ("relative path", "../../etc/passwd"),
+        ("https image", "https://example.com/a.png"),
+    ] {
         let msg = json!([{"role": "user", "content": [{"type": "text", "text": "Look"}, {"type": "image_url", "image_url": {"url": url}}]}]);
-        out.push(case(what, CHAT, with(&chat_base, "messages", msg), Some("image_url")));
+        out.push(case(
+            what,
+            CHAT,
+            with(&chat_base, "messages", msg),
+            Some("image_url"),
+        ));
     }
-    out.push(case("responses: hlg.toe = -2", RESPONSES, json!({"model": "default", "input": "Hi", "hlg": {"toe": -2}}).to_string(), Some("hlg.toe")));
-    out.push(case("responses: hlg = 3", RESPONSES, json!({"model": "default", "input": "Hi", "hlg": 3}).to_string(), Some("hlg")));
-    out.push(case("responses: n = 2 with hlg (split engine)", RESPONSES, json!({"model": "default", "input": "Hi", "n": 2, "hlg": true}).to_string(), Some("n")));
-    out.push(case("responses: n = 0", RESPONSES, json!({"model": "default", "input": "Hi", "n": 0}).to_string(), Some("n")));
-    out.push(case("responses: max_output_tokens = 0", RESPONSES, json!({"model": "default", "input": "Hi", "max_output_tokens": 0}).to_string(), Some("max_output_tokens")));
-    out.push(case("responses: unknown previous_response_id", RESPONSES, json!({"model": "default", "input": "Hi", "previous_response_id": "resp_nope"}).to_string(), Some("previous_response_id")));
-    out.push(case("responses: parallel_tool_calls = false with hlg", RESPONSES, json!({"model": "default", "input": "Hi", "parallel_tool_calls": false, "hlg": true}).to_string(), Some("parallel_tool_calls")));
-    out.push(case("responses: input = 5 with hlg", RESPONSES, json!({"model": "default", "input": 5, "hlg": true}).to_string(), None));
-    out.push(case("hlg on /v1/embeddings", "/v1/embeddings", json!({"model": "default", "input": "Hi", "hlg": true}).to_string(), Some("hlg")));
-    let input = json!([{"role": "user", "content": [{"type": "input_image", "image_url": "/etc/passwd"}]}]);
-    out.push(case("responses: local image", RESPONSES, json!({"model": "default", "input": input}).to_string(), Some("image_url")));
+    out.push(case(
+        "responses: hlg.toe = -2",
+        RESPONSES,
+        json!({"model": "default", "input": "Hi", "hlg": {"toe": -2}}).to_string(),
+        Some("hlg.toe"),
+    ));
+    out.push(case(
+        "responses: hlg = 3",
+        RESPONSES,
+        json!({"model": "default", "input": "Hi", "hlg": 3}).to_string(),
+        Some("hlg"),
+    ));
+    out.push(case(
+        "responses: n = 2 with hlg (split engine)",
+        RESPONSES,
+        json!({"model": "default", "input": "Hi", "n": 2, "hlg": true}).to_string(),
+        Some("n"),
+    ));
+    out.push(case(
+        "responses: n = 0",
+        RESPONSES,
+        json!({"model": "default", "input": "Hi", "n": 0}).to_string(),
+        Some("n"),
+    ));
+    out.push(case(
+        "responses: max_output_tokens = 0",
+        RESPONSES,
+        json!({"model": "default", "input": "Hi", "max_output_tokens": 0}).to_string(),
+        Some("max_output_tokens"),
+    ));
+    out.push(case(
+        "responses: unknown previous_response_id",
+        RESPONSES,
+        json!({"model": "default", "input": "Hi", "previous_response_id": "resp_nope"}).to_string(),
+        Some("previous_response_id"),
+    ));
+    out.push(case(
+        "responses: parallel_tool_calls = false with hlg",
+        RESPONSES,
+        json!({"model": "default", "input": "Hi", "parallel_tool_calls": false, "hlg": true})
+            .to_string(),
+        Some("parallel_tool_calls"),
+    ));
+    out.push(case(
+        "responses: input = 5 with hlg",
+        RESPONSES,
+        json!({"model": "default", "input": 5, "hlg": true}).to_string(),
+        None,
+    ));
+    out.push(case(
+        "hlg on /v1/embeddings",
+        "/v1/embeddings",
+        json!({"model": "default", "input": "Hi", "hlg": true}).to_string(),
+        Some("hlg"),
+    ));
+    let input =
+        json!([{"role": "user", "content": [{"type": "input_image", "image_url": "/etc/passwd"}]}]);
+    out.push(case(
+        "responses: local image",
+        RESPONSES,
+        json!({"model": "default", "input": input}).to_string(),
+        Some("image_url"),
+    ));
 
     // Wrong content types, on every generation route.
-    for ct in [None, Some("text/plain"), Some("application/x-www-form-urlencoded"), Some("multipart/form-data; boundary=x"), Some("application/xml"), Some("application/jsonp")] {
+    for ct in [
+        None,
+        Some("text/plain"),
+        Some("application/x-www-form-urlencoded"),
+        Some("multipart/form-data; boundary=x"),
+        Some("application/xml"),
+        Some("application/jsonp"),
+    ] {
         for path in [CHAT, COMPLETE, RESPONSES] {
-            let mut c = case(format!("content type {ct:?} ({path})"), path, chat_base.to_string(), None);
+            let mut c = case(
+                format!("content type {ct:?} ({path})"),
+                path,
+                chat_base.to_string(),
+                None,
+            );
             c.content_type = ct;
             out.push(c);
         }
@@ -198,11 +417,34 @@ fn catalogue() -> Vec<Case> {
             out.push(c);
         }
     }
-    for path in ["/v1/chat", "/v1/completion", "/v2/chat/completions", "/v1/chat/completions/extra", "/etc/passwd", "/%2e%2e/%2e%2e/etc/passwd"] {
-        out.push(case(format!("unknown route {path}"), path, chat_base.to_string(), None));
+    for path in [
+        "/v1/chat",
+        "/v1/completion",
+        "/v2/chat/completions",
+        "/v1/chat/completions/extra",
+        "/etc/passwd",
+        "/%2e%2e/%2e%2e/etc/passwd",
+    ] {
+        out.push(case(
+            format!("unknown route {path}"),
+            path,
+            chat_base.to_string(),
+            None,
+        ));
     }
-    for path in ["/v1/models/unload", "/v1/models/reload", "/v1/models/tune", "/v1/system/doctor", "/re_isq"] {
-        out.push(case(format!("management route {path}"), path, json!({"model_id": "default"}).to_string(), None));
+    for path in [
+        "/v1/models/unload",
+        "/v1/models/reload",
+        "/v1/models/tune",
+        "/v1/system/doctor",
+        "/re_isq",
+    ] {
+        out.push(case(
+            format!("management route {path}"),
+            path,
+            json!({"model_id": "default"}).to_string(),
+            None,
+        ));
     }
     let mut c = case("GET /v1/system/info", "/v1/system/info", vec![], None);
     c.method = "GET";
@@ -210,7 +452,10 @@ fn catalogue() -> Vec<Case> {
 
     // A body over the 50 MiB limit, on each generation route.
     for path in [CHAT, COMPLETE] {
-        let huge = format!("{{\"model\":\"default\",\"prompt\":\"{}\"}}", "a".repeat(51 << 20));
+        let huge = format!(
+            "{{\"model\":\"default\",\"prompt\":\"{}\"}}",
+            "a".repeat(51 << 20)
+        );
         out.push(case(format!("51 MiB body ({path})"), path, huge, None));
     }
     out
@@ -225,7 +470,9 @@ fn with_value(base: &Value, key: &str, v: Value) -> Value {
 /// Sends one case: status and body, or the transport error (a dropped connection).
 async fn send(client: &reqwest::Client, base: &str, c: &Case) -> Result<(u16, String), String> {
     let method = reqwest::Method::from_bytes(c.method.as_bytes()).unwrap();
-    let mut req = client.request(method, format!("{base}{}", c.path)).body(c.body.clone());
+    let mut req = client
+        .request(method, format!("{base}{}", c.path))
+        .body(c.body.clone());
     if let Some(ct) = c.content_type {
         req = req.header("content-type", ct);
     }
@@ -240,28 +487,60 @@ async fn send(client: &reqwest::Client, base: &str, c: &Case) -> Result<(u16, St
 /// Runs `cases` against `s`, a good request after every 10th case; returns the number run.
 async fn run(s: &Server, cases: &[Case], good_auth: Option<&str>) -> usize {
     let client = reqwest::Client::new();
-    let good = Case { auth: good_auth.map(str::to_owned), ..case("good", CHAT, chat("Say hi.", 3, json!({"temperature": 0.0})).to_string(), None) };
+    let good = Case {
+        auth: good_auth.map(str::to_owned),
+        ..case(
+            "good",
+            CHAT,
+            chat("Say hi.", 3, json!({"temperature": 0.0})).to_string(),
+            None,
+        )
+    };
     let mut failures = vec![];
     for (i, c) in cases.iter().enumerate() {
         match send(&client, &s.base, c).await {
             Err(e) => failures.push(format!("{}: dropped connection: {e}", c.what)),
             Ok((status, body)) => {
                 if !(400..500).contains(&status) {
-                    failures.push(format!("{}: status {status}: {}", c.what, body.chars().take(300).collect::<String>()));
+                    failures.push(format!(
+                        "{}: status {status}: {}",
+                        c.what,
+                        body.chars().take(300).collect::<String>()
+                    ));
                 } else {
                     match serde_json::from_str::<Value>(&body) {
-                        Ok(v) if v["error"]["message"].as_str().is_some_and(|m| !m.is_empty()) => {
-                            let (param, msg) = (v["error"]["param"].as_str().unwrap_or(""), v["error"]["message"].as_str().unwrap_or(""));
+                        Ok(v)
+                            if v["error"]["message"]
+                                .as_str()
+                                .is_some_and(|m| !m.is_empty()) =>
+                        {
+                            let (param, msg) = (
+                                v["error"]["param"].as_str().unwrap_or(""),
+                                v["error"]["message"].as_str().unwrap_or(""),
+                            );
                             if let Some(n) = &c.names {
                                 if !param.contains(n.as_str()) && !msg.contains(n.as_str()) {
-                                    failures.push(format!("{}: the error does not name `{n}`: {body}", c.what));
+                                    failures.push(format!(
+                                        "{}: the error does not name `{n}`: {body}",
+                                        c.what
+                                    ));
                                 }
                             }
-                            if msg.contains("/root/") || msg.contains("/home/") || msg.contains(".cache/mistralrs-hlg") {
-                                failures.push(format!("{}: the error shows a local path: {msg}", c.what));
+                            if msg.contains("/root/")
+                                || msg.contains("/home/")
+                                || msg.contains(".cache/mistralrs-hlg")
+                            {
+                                failures.push(format!(
+                                    "{}: the error shows a local path: {msg}",
+                                    c.what
+                                ));
                             }
                         }
-                        _ => failures.push(format!("{}: status {status} not in OpenAI's error shape: {}", c.what, body.chars().take(300).collect::<String>())),
+                        _ => failures.push(format!(
+                            "{}: status {status} not in OpenAI's error shape: {}",
+                            c.what,
+                            body.chars().take(300).collect::<String>()
+                        )),
                     }
                 }
             }
@@ -273,15 +552,36 @@ async fn run(s: &Server, cases: &[Case], good_auth: Option<&str>) -> usize {
             }
         }
     }
-    let health = client.get(format!("{}/health", s.base)).send().await.map(|r| r.status().as_u16()).ok();
-    assert_eq!(health, Some(200), "the server is not alive after the catalogue");
-    assert!(failures.is_empty(), "{} of {} cases failed:\n{}", failures.len(), cases.len(), failures.join("\n"));
+    let health = client
+        .get(format!("{}/health", s.base))
+        .send()
+        .await
+        .map(|r| r.status().as_u16())
+        .ok();
+    assert_eq!(
+        health,
+        Some(200),
+        "the server is not alive after the catalogue"
+    );
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases failed:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
     cases.len()
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn every_bad_request_is_a_named_4xx_and_the_server_keeps_serving() {
-    let s = Server::start(HlgServerOptions::default().router_for(engine().await, model().hints()).await.expect("router")).await;
+    let s = Server::start(
+        HlgServerOptions::default()
+            .router_for(engine().await, model().hints())
+            .await
+            .expect("router"),
+    )
+    .await;
     let cases = catalogue();
     let n = run(&s, &cases, None).await;
     println!("{n} bad requests, each a 4xx in OpenAI's shape; good requests in between all served");
@@ -291,14 +591,40 @@ async fn every_bad_request_is_a_named_4xx_and_the_server_keeps_serving() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn with_a_key_every_route_but_health_wants_it() {
-    let opts = HlgServerOptions { api_key: Some("sk-test-key".into()), ..Default::default() };
+    let opts = HlgServerOptions {
+        api_key: Some("sk-test-key".into()),
+        ..Default::default()
+    };
     let s = Server::start(opts.router(engine().await).await.expect("router")).await;
     let client = reqwest::Client::new();
     let body = chat("Say hi.", 3, json!({"temperature": 0.0})).to_string();
     let mut cases = vec![];
-    for (method, path) in [("POST", CHAT), ("POST", COMPLETE), ("POST", RESPONSES), ("GET", "/v1/models"), ("GET", "/v1/hlg"), ("POST", "/v1/embeddings"), ("GET", "/v1/responses/x"), ("POST", "/v1/models/status"), ("GET", "/no/such/route")] {
-        for auth in [None, Some("Bearer sk-wrong"), Some("Bearer "), Some("bearer sk-test-key"), Some("Basic c2stdGVzdC1rZXk="), Some("Bearer sk-test-keyX"), Some("sk-test-key")] {
-            let mut c = case(format!("{method} {path} with {auth:?}"), path, body.clone(), Some("API key"));
+    for (method, path) in [
+        ("POST", CHAT),
+        ("POST", COMPLETE),
+        ("POST", RESPONSES),
+        ("GET", "/v1/models"),
+        ("GET", "/v1/hlg"),
+        ("POST", "/v1/embeddings"),
+        ("GET", "/v1/responses/x"),
+        ("POST", "/v1/models/status"),
+        ("GET", "/no/such/route"),
+    ] {
+        for auth in [
+            None,
+            Some("Bearer sk-wrong"),
+            Some("Bearer "),
+            Some("bearer sk-test-key"),
+            Some("Basic c2stdGVzdC1rZXk="),
+            Some("Bearer sk-test-keyX"),
+            Some("sk-test-key"),
+        ] {
+            let mut c = case(
+                format!("{method} {path} with {auth:?}"),
+                path,
+                body.clone(),
+                Some("API key"),
+            );
             c.method = method;
             c.auth = auth.map(str::to_owned);
             cases.push(c);
@@ -309,9 +635,28 @@ async fn with_a_key_every_route_but_health_wants_it() {
         let (status, _) = send(&client, &s.base, c).await.unwrap();
         assert_eq!(status, 401, "{}", c.what);
     }
-    let (status, _) = send(&client, &s.base, &Case { auth: None, method: "GET", ..case("health", "/health", vec![], None) }).await.unwrap();
+    let (status, _) = send(
+        &client,
+        &s.base,
+        &Case {
+            auth: None,
+            method: "GET",
+            ..case("health", "/health", vec![], None)
+        },
+    )
+    .await
+    .unwrap();
     assert_eq!(status, 200, "health stays open");
-    let (status, text) = send(&client, &s.base, &Case { auth: Some("Bearer sk-test-key".into()), ..case("good", CHAT, body.clone(), None) }).await.unwrap();
+    let (status, text) = send(
+        &client,
+        &s.base,
+        &Case {
+            auth: Some("Bearer sk-test-key".into()),
+            ..case("good", CHAT, body.clone(), None)
+        },
+    )
+    .await
+    .unwrap();
     assert_eq!(status, 200, "{text}");
     s.stop().await;
 }

@@ -17,10 +17,12 @@ use serde_json::{json, Value};
 
 /// The tests of this file one at a time: each measures the engine it starts, and the
 /// disconnect test bounds times.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+/// An async lock: each test holds it across its awaits, and a failed test does not
+/// poison it for the others.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+async fn one_at_a_time() -> tokio::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().await
 }
 
 /// Whether these tests run against the patched engine (`scripts/test-patched-engine`).
@@ -33,8 +35,16 @@ fn eos() -> Vec<u32> {
 }
 
 async fn server(batching: &str) -> Server {
-    let opts = HlgServerOptions { batching: Some(batching.into()), ..Default::default() };
-    Server::start(opts.router_for(engine().await, model().hints()).await.expect("router")).await
+    let opts = HlgServerOptions {
+        batching: Some(batching.into()),
+        ..Default::default()
+    };
+    Server::start(
+        opts.router_for(engine().await, model().hints())
+            .await
+            .expect("router"),
+    )
+    .await
 }
 
 /// The default server (`--hlg-batching auto`): concurrent greedy requests whose prompts
@@ -42,11 +52,14 @@ async fn server(batching: &str) -> Server {
 /// engine, batched on the patched one: correct either way, whatever the timing.
 #[tokio::test(flavor = "multi_thread")]
 async fn concurrent_requests_match_their_solo_runs() {
-    let _one = one_at_a_time();
+    let _one = one_at_a_time().await;
     let s = server("auto").await;
     let wrong = mismatches(&s, 3).await;
     s.stop().await;
-    assert_eq!(wrong, 0, "{wrong} of 12 concurrent responses differ from their solo runs");
+    assert_eq!(
+        wrong, 0,
+        "{wrong} of 12 concurrent responses differ from their solo runs"
+    );
 }
 
 /// The probe tells the engines apart without timing: rows wrong on upstream's 0.8.1 CPU
@@ -54,14 +67,17 @@ async fn concurrent_requests_match_their_solo_runs() {
 /// `auto` then batches by itself, and the gate's default can be revisited.
 #[tokio::test(flavor = "multi_thread")]
 async fn probe_sees_the_batched_rows_bug() {
-    let _one = one_at_a_time();
+    let _one = one_at_a_time().await;
     let report = probe(&engine().await).await.expect("probe");
     println!("probe: {report:?}");
     if patched() {
         assert!(report.rows_independent, "patched engine: {report:?}");
         assert!(report.max_abs_diff < 1e-3, "{report:?}");
     } else {
-        assert!(!report.rows_independent, "upstream 0.8.1 no longer mixes batched rows: {report:?}");
+        assert!(
+            !report.rows_independent,
+            "upstream 0.8.1 no longer mixes batched rows: {report:?}"
+        );
     }
 }
 
@@ -70,15 +86,21 @@ async fn probe_sees_the_batched_rows_bug() {
 /// against; how often is printed and recorded in docs/NOTES.md).
 #[tokio::test(flavor = "multi_thread")]
 async fn batching_on_is_correct_only_on_the_patched_engine() {
-    let _one = one_at_a_time();
+    let _one = one_at_a_time().await;
     let s = server("on").await;
     let wrong = mismatches(&s, 3).await;
     s.stop().await;
-    println!("batching on, {} engine: {wrong} of 12 concurrent responses differ from their solo runs", if patched() { "patched" } else { "upstream" });
+    println!(
+        "batching on, {} engine: {wrong} of 12 concurrent responses differ from their solo runs",
+        if patched() { "patched" } else { "upstream" }
+    );
     if patched() {
         assert_eq!(wrong, 0);
     } else {
-        assert!(wrong > 0, "upstream's engine batched four lined-up requests correctly: has the bug gone?");
+        assert!(
+            wrong > 0,
+            "upstream's engine batched four lined-up requests correctly: has the bug gone?"
+        );
     }
 }
 
@@ -86,7 +108,11 @@ async fn batching_on_is_correct_only_on_the_patched_engine() {
 async fn until_idle(gate: &Gate, limit: Duration) -> Duration {
     let t0 = Instant::now();
     while gate.in_engine() > 0 {
-        assert!(t0.elapsed() < limit, "the engine still holds {} request(s) after {limit:?}", gate.in_engine());
+        assert!(
+            t0.elapsed() < limit,
+            "the engine still holds {} request(s) after {limit:?}",
+            gate.in_engine()
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     t0.elapsed()
@@ -104,7 +130,12 @@ async fn leave_after(base: &str, path: &str, body: &Value, read_for: Duration) -
     let mut got = 0;
     let mut buf = [0u8; 4096];
     let deadline = Instant::now() + read_for;
-    while let Ok(Ok(n)) = tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), sock.read(&mut buf)).await {
+    while let Ok(Ok(n)) = tokio::time::timeout(
+        deadline.saturating_duration_since(Instant::now()),
+        sock.read(&mut buf),
+    )
+    .await
+    {
         if n == 0 {
             break;
         }
@@ -122,7 +153,7 @@ async fn leave_after(base: &str, path: &str, body: &Value, read_for: Duration) -
 /// request, and no thread may panic.
 #[tokio::test(flavor = "multi_thread")]
 async fn disconnects_cancel_their_generation() {
-    let _one = one_at_a_time();
+    let _one = one_at_a_time().await;
     // mistral.rs 0.8.1 panics its engine thread when a non-streamed sequence's receiver
     // is gone at its last send; count every panic of the process.
     static PANICS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -132,17 +163,44 @@ async fn disconnects_cancel_their_generation() {
         default(info)
     }));
     let eos = eos();
-    assert!(!eos.is_empty(), "the embedded model declares its end-of-sequence token");
+    assert!(
+        !eos.is_empty(),
+        "the embedded model declares its end-of-sequence token"
+    );
     for serial in [true, false] {
         let gate = Gate::new(serial, eos.clone());
-        let router = router_with_gate(engine().await, HlgConfig::default(), Choices::Split, Backend::Kernel, gate.clone()).await.unwrap();
+        let router = router_with_gate(
+            engine().await,
+            HlgConfig::default(),
+            Choices::Split,
+            Backend::Kernel,
+            gate.clone(),
+        )
+        .await
+        .unwrap();
         let s = Server::start(router).await;
         let long = |extra: Value| chat("Write a long story about a lighthouse keeper.", 400, extra);
         for (what, path, body) in [
-            ("non-streaming", "/v1/chat/completions", long(json!({"temperature": 0.8}))),
-            ("streaming", "/v1/chat/completions", long(json!({"temperature": 0.8, "stream": true}))),
-            ("split n = 3, streaming", "/v1/chat/completions", long(json!({"temperature": 0.8, "stream": true, "n": 3}))),
-            ("completion, non-streaming", "/v1/completions", json!({"model": "default", "prompt": "Once upon a time", "max_tokens": 400, "temperature": 0.8})),
+            (
+                "non-streaming",
+                "/v1/chat/completions",
+                long(json!({"temperature": 0.8})),
+            ),
+            (
+                "streaming",
+                "/v1/chat/completions",
+                long(json!({"temperature": 0.8, "stream": true})),
+            ),
+            (
+                "split n = 3, streaming",
+                "/v1/chat/completions",
+                long(json!({"temperature": 0.8, "stream": true, "n": 3})),
+            ),
+            (
+                "completion, non-streaming",
+                "/v1/completions",
+                json!({"model": "default", "prompt": "Once upon a time", "max_tokens": 400, "temperature": 0.8}),
+            ),
         ] {
             // The same prompt once, short: the long request's prompt step is then a prefix
             // cache hit, so the client leaves while the engine decodes, not prefills.
@@ -159,14 +217,32 @@ async fn disconnects_cancel_their_generation() {
             let took = until_idle(&gate, Duration::from_secs(10)).await;
             println!("serial {serial}, {what}: engine idle {took:?} after the disconnect ({got} bytes read)");
             tokio::time::sleep(Duration::from_millis(500)).await;
-            assert_eq!(gate.in_engine(), 0, "serial {serial}, {what}: a later choice started after the client left");
+            assert_eq!(
+                gate.in_engine(),
+                0,
+                "serial {serial}, {what}: a later choice started after the client left"
+            );
             let client = reqwest::Client::new();
             let t0 = Instant::now();
-            let (status, text) = s.post(&client, "/v1/chat/completions", &chat("Say hi.", 4, json!({"temperature": 0.0}))).await;
+            let (status, text) = s
+                .post(
+                    &client,
+                    "/v1/chat/completions",
+                    &chat("Say hi.", 4, json!({"temperature": 0.0})),
+                )
+                .await;
             assert_eq!(status, 200, "{text}");
-            assert!(t0.elapsed() < Duration::from_secs(5), "serial {serial}, {what}: the next request waited {:?}", t0.elapsed());
+            assert!(
+                t0.elapsed() < Duration::from_secs(5),
+                "serial {serial}, {what}: the next request waited {:?}",
+                t0.elapsed()
+            );
         }
         s.stop().await;
     }
-    assert_eq!(PANICS.load(std::sync::atomic::Ordering::SeqCst), 0, "a disconnect panicked a thread (the engine's?)");
+    assert_eq!(
+        PANICS.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "a disconnect panicked a thread (the engine's?)"
+    );
 }

@@ -15,8 +15,15 @@ async fn the_evaluation_pipeline_measures_what_it_says() {
     let model = capture::load_model(None).await.unwrap();
 
     // Capture: every 2nd of 6 steps, two prompts.
-    let cfg = CaptureConfig { max_tokens: 6, every: 2, temperature: 1.0, dequantized: capture::weights_dequantized() };
-    let c = capture::capture(&model, &prompts::OPEN_ENDED[..2], &cfg, |_| {}).await.unwrap();
+    let cfg = CaptureConfig {
+        max_tokens: 6,
+        every: 2,
+        temperature: 1.0,
+        dequantized: capture::weights_dequantized(),
+    };
+    let c = capture::capture(&model, &prompts::OPEN_ENDED[..2], &cfg, |_| {})
+        .await
+        .unwrap();
     assert_eq!(c.vocab, 49152);
     assert!(c.rows.len() >= 2 && c.rows.len() <= 6, "{:?}", c.rows);
     assert!(c.rows.iter().all(|r| r.step % 2 == 0 && r.step < 6));
@@ -28,7 +35,12 @@ async fn the_evaluation_pipeline_measures_what_it_says() {
     assert_eq!(r.temperature_only.kl, 0.0);
     let pivots = &r.sweeps.iter().find(|(k, _)| k == "pivot").unwrap().1;
     assert_eq!(pivots.len(), 9);
-    assert!(pivots.iter().all(|p| p.mean.kl.is_finite() && p.mean.kl > 0.0), "{pivots:?}");
+    assert!(
+        pivots
+            .iter()
+            .all(|p| p.mean.kl.is_finite() && p.mean.kl > 0.0),
+        "{pivots:?}"
+    );
 
     // Matching: every method's offline entropy equals plain temperature's (to 2e-3 nats;
     // top-p's and min-p's entropy jumps where a token enters the kept set, and on a
@@ -37,44 +49,103 @@ async fn the_evaluation_pipeline_measures_what_it_says() {
     let target = methods[0].1;
     assert_eq!(methods.len(), 6);
     for (s, h) in &methods {
-        let tol = if matches!(s, Sampler::TopP { .. } | Sampler::MinP { .. }) { 0.01 * target } else { 2e-3 };
-        assert!((h - target).abs() < tol, "{} reached {h}, target {target}", s.name());
+        let tol = if matches!(s, Sampler::TopP { .. } | Sampler::MinP { .. }) {
+            0.01 * target
+        } else {
+            2e-3
+        };
+        assert!(
+            (h - target).abs() < tol,
+            "{} reached {h}, target {target}",
+            s.name()
+        );
         let again = mean_entropy(s, (0..c.rows.len()).map(|i| c.row(i)));
         assert_eq!(again, *h);
     }
 
     // Online: a toe so hard that only the top token keeps mass: every drawn token is the
     // base argmax, and the recorded entropy is ~0; one base log-prob per token but the last.
-    let hard: HlgConfig = serde_json::from_str(r#"{"pivot_offset": 0, "width": 0, "shoulder": "off", "toe": 0.001, "toe_shape": "exp"}"#).unwrap();
-    let s = Sampler::Hlg { t: 1.0, hlg: hard.resolved(true) };
-    let (text, trace) = generate(&model, prompts::OPEN_ENDED[0], &s, 6).await.unwrap();
+    let hard: HlgConfig = serde_json::from_str(
+        r#"{"pivot_offset": 0, "width": 0, "shoulder": "off", "toe": 0.001, "toe_shape": "exp"}"#,
+    )
+    .unwrap();
+    let s = Sampler::Hlg {
+        t: 1.0,
+        hlg: hard.resolved(true),
+    };
+    let (text, trace) = generate(&model, prompts::OPEN_ENDED[0], &s, 6)
+        .await
+        .unwrap();
     assert!(!text.is_empty());
     assert_eq!(trace.base_logprob.len() + 1, trace.entropy.len());
-    assert!(trace.entropy.iter().all(|&h| h < 1e-6), "{:?}", trace.entropy);
+    assert!(
+        trace.entropy.iter().all(|&h| h < 1e-6),
+        "{:?}",
+        trace.entropy
+    );
     // Greedy decoding of the same prompt draws the same tokens: compare the texts.
     let greedy = model
-        .send_chat_request(mistralrs::RequestBuilder::new().add_message(mistralrs::TextMessageRole::User, prompts::OPEN_ENDED[0]).set_sampler_max_len(6))
+        .send_chat_request(
+            mistralrs::RequestBuilder::new()
+                .add_message(mistralrs::TextMessageRole::User, prompts::OPEN_ENDED[0])
+                .set_sampler_max_len(6),
+        )
         .await
         .unwrap();
     assert_eq!(Some(text), greedy.choices[0].message.content.clone());
     // And the temperature sampler's recorded entropy is the entropy of softmax(x / T).
     let row = c.row(0);
     let lp = log_softmax(row, 0.8).unwrap();
-    let h: f64 = -lp.iter().filter(|v| v.is_finite()).map(|v| v.exp() * v).sum::<f64>();
+    let h: f64 = -lp
+        .iter()
+        .filter(|v| v.is_finite())
+        .map(|v| v.exp() * v)
+        .sum::<f64>();
     assert!((Sampler::Temperature { t: 0.8 }.entropy(row) - h).abs() < 1e-9);
 
     // Guardrail: the scorer on the model's greedy answers agrees with a by-hand check of
     // the replies it recorded.
-    let acc = guardrail::run(&model, &guardrail::TASKS[..3], None, 1, 6, || {}).await.unwrap();
+    let acc = guardrail::run(&model, &guardrail::TASKS[..3], None, 1, 6, || {})
+        .await
+        .unwrap();
     assert_eq!(acc.items, 3);
     for ((ok, reply), task) in acc.replies.iter().zip(guardrail::TASKS) {
-        let first = reply.lines().find(|l| !l.trim().is_empty()).unwrap_or("").to_lowercase();
-        assert_eq!(*ok, task.answers.iter().any(|a| first.split(|c: char| !c.is_alphanumeric()).any(|w| w == *a)), "{reply:?}");
+        let first = reply
+            .lines()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("")
+            .to_lowercase();
+        assert_eq!(
+            *ok,
+            task.answers
+                .iter()
+                .any(|a| first.split(|c: char| !c.is_alphanumeric()).any(|w| w == *a)),
+            "{reply:?}"
+        );
     }
 
     // Perf: one round, every arm runs and generates.
-    let (rounds, summary) = perf::run(&model, &prompts::OPEN_ENDED[..1], HlgCurve::default(), 0.8, 1, 4, || {}).await.unwrap();
+    let (rounds, summary) = perf::run(
+        &model,
+        &prompts::OPEN_ENDED[..1],
+        HlgCurve::default(),
+        0.8,
+        1,
+        4,
+        || {},
+    )
+    .await
+    .unwrap();
     assert_eq!(rounds[0].len(), 3);
-    assert!(rounds[0].iter().all(|s| s.tokens > 0 && s.decode_tok_s > 0.0));
-    assert_eq!(summary.iter().find(|s| s.arm == perf::Arm::Off).unwrap().decode_ratio_to_off, 1.0);
+    assert!(rounds[0]
+        .iter()
+        .all(|s| s.tokens > 0 && s.decode_tok_s > 0.0));
+    assert_eq!(
+        summary
+            .iter()
+            .find(|s| s.arm == perf::Arm::Off)
+            .unwrap()
+            .decode_ratio_to_off,
+        1.0
+    );
 }

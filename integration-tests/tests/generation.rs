@@ -22,7 +22,10 @@ async fn sweep(router: &axum::Router, extra: Value) -> Vec<(String, Vec<String>)
     let mut out = vec![];
     for (name, t) in [("greedy", 0.0), ("t=0.7", 0.7), ("t=1.0", 1.0)] {
         let fields = with(&json!({"temperature": t}), extra.clone());
-        out.push((name.to_string(), run_prompts(router, MAX_TOKENS, &fields).await));
+        out.push((
+            name.to_string(),
+            run_prompts(router, MAX_TOKENS, &fields).await,
+        ));
     }
     out
 }
@@ -33,11 +36,29 @@ async fn sweep(router: &axum::Router, extra: Value) -> Vec<(String, Vec<String>)
 #[tokio::test(flavor = "multi_thread")]
 async fn disabled_path_is_the_engines_output() {
     let without = sweep(&upstream(engine().await).await, json!({})).await;
-    let absent = sweep(&plugin(engine().await, HlgConfig::default()).await, json!({})).await;
-    assert_eq!(absent, without, "hlg absent differs from the engine without the plugin");
-    let off = sweep(&plugin(engine().await, HlgConfig::default()).await, json!({"hlg": false})).await;
-    assert_eq!(off, without, "hlg: false differs from the engine without the plugin");
-    let off_obj = sweep(&plugin(engine().await, HlgConfig::default()).await, json!({"hlg": {"enabled": false, "toe": 1}})).await;
+    let absent = sweep(
+        &plugin(engine().await, HlgConfig::default()).await,
+        json!({}),
+    )
+    .await;
+    assert_eq!(
+        absent, without,
+        "hlg absent differs from the engine without the plugin"
+    );
+    let off = sweep(
+        &plugin(engine().await, HlgConfig::default()).await,
+        json!({"hlg": false}),
+    )
+    .await;
+    assert_eq!(
+        off, without,
+        "hlg: false differs from the engine without the plugin"
+    );
+    let off_obj = sweep(
+        &plugin(engine().await, HlgConfig::default()).await,
+        json!({"hlg": {"enabled": false, "toe": 1}}),
+    )
+    .await;
     assert_eq!(off_obj, without, "hlg.enabled = false differs");
     insta::assert_json_snapshot!("engine_output", without);
 }
@@ -48,9 +69,20 @@ async fn disabled_path_is_the_engines_output() {
 async fn identity_configs_are_plain_temperature() {
     let t = json!({"temperature": 0.7});
     let plain = run_prompts(&upstream(engine().await).await, MAX_TOKENS, &t).await;
-    for hlg in [json!({"width": "off"}), json!({"shoulder": "off", "toe": "off"})] {
-        let got = run_prompts(&plugin(engine().await, HlgConfig::default()).await, MAX_TOKENS, &with(&t, json!({"hlg": hlg.clone()}))).await;
-        assert_eq!(got, plain, "identity config {hlg} differs from plain temperature");
+    for hlg in [
+        json!({"width": "off"}),
+        json!({"shoulder": "off", "toe": "off"}),
+    ] {
+        let got = run_prompts(
+            &plugin(engine().await, HlgConfig::default()).await,
+            MAX_TOKENS,
+            &with(&t, json!({"hlg": hlg.clone()})),
+        )
+        .await;
+        assert_eq!(
+            got, plain,
+            "identity config {hlg} differs from plain temperature"
+        );
     }
 }
 
@@ -61,18 +93,42 @@ async fn enabled_changes_sampling_and_leaves_greedy() {
     let t = json!({"temperature": 1.0});
     let plain = run_prompts(&upstream(engine().await).await, MAX_TOKENS, &t).await;
     let cfg = json!({"hlg": {"toe_shape": "exp", "toe": 1.5, "pivot_offset": 4.0}});
-    let a = run_prompts(&plugin(engine().await, HlgConfig::default()).await, MAX_TOKENS, &with(&t, cfg.clone())).await;
-    let b = run_prompts(&plugin(engine().await, HlgConfig::default()).await, MAX_TOKENS, &with(&t, cfg.clone())).await;
+    let a = run_prompts(
+        &plugin(engine().await, HlgConfig::default()).await,
+        MAX_TOKENS,
+        &with(&t, cfg.clone()),
+    )
+    .await;
+    let b = run_prompts(
+        &plugin(engine().await, HlgConfig::default()).await,
+        MAX_TOKENS,
+        &with(&t, cfg.clone()),
+    )
+    .await;
     assert_eq!(a, b, "HLG output not reproducible on a fresh engine");
     assert_ne!(a, plain, "HLG did not change the sampled output");
     insta::assert_json_snapshot!("hlg_exp_toe_t1", a);
 
-    let server_on = HlgConfig::from_pairs([("enabled", "on"), ("toe_shape", "exp"), ("toe", "1.5"), ("pivot_offset", "4")]).unwrap();
+    let server_on = HlgConfig::from_pairs([
+        ("enabled", "on"),
+        ("toe_shape", "exp"),
+        ("toe", "1.5"),
+        ("pivot_offset", "4"),
+    ])
+    .unwrap();
     let by_flag = run_prompts(&plugin(engine().await, server_on).await, MAX_TOKENS, &t).await;
-    assert_eq!(by_flag, a, "server default differs from the same config per request");
+    assert_eq!(
+        by_flag, a,
+        "server default differs from the same config per request"
+    );
 
     let greedy = json!({"temperature": 0.0});
     let g_plain = run_prompts(&upstream(engine().await).await, MAX_TOKENS, &greedy).await;
-    let g_hlg = run_prompts(&plugin(engine().await, HlgConfig::default()).await, MAX_TOKENS, &with(&greedy, json!({"hlg": true}))).await;
+    let g_hlg = run_prompts(
+        &plugin(engine().await, HlgConfig::default()).await,
+        MAX_TOKENS,
+        &with(&greedy, json!({"hlg": true})),
+    )
+    .await;
     assert_eq!(g_hlg, g_plain, "HLG changed a greedy generation");
 }

@@ -28,7 +28,11 @@ async fn http_surface() {
     ];
     let mut seen = vec![];
     for (i, h) in bad.iter().enumerate() {
-        let path = if i % 2 == 0 { "/v1/chat/completions" } else { "/v1/completions" };
+        let path = if i % 2 == 0 {
+            "/v1/chat/completions"
+        } else {
+            "/v1/completions"
+        };
         let body = if i % 2 == 0 {
             chat("Hi", 4, json!({"hlg": h}))
         } else {
@@ -42,19 +46,40 @@ async fn http_surface() {
     insta::assert_json_snapshot!("bad_hlg", seen);
 
     // Accepted on both routes, after the rejections.
-    let r = post_ok(&app, "/v1/chat/completions", &chat("Name a colour.", 8, json!({"temperature": 0.8, "hlg": {"toe_shape": "quadratic"}}))).await;
+    let r = post_ok(
+        &app,
+        "/v1/chat/completions",
+        &chat(
+            "Name a colour.",
+            8,
+            json!({"temperature": 0.8, "hlg": {"toe_shape": "quadratic"}}),
+        ),
+    )
+    .await;
     assert_eq!(texts(&r).len(), 1);
     let r = post_ok(&app, "/v1/completions", &json!({"model": "default", "prompt": "The sky is", "max_tokens": 6, "temperature": 0.8, "hlg": true})).await;
     assert!(!texts(&r)[0].is_empty());
 
     // n = 2 with hlg: two choices, numbered.
-    let r = post_ok(&app, "/v1/chat/completions", &chat("Say hello.", 6, json!({"temperature": 0.9, "n": 2, "hlg": {}}))).await;
+    let r = post_ok(
+        &app,
+        "/v1/chat/completions",
+        &chat(
+            "Say hello.",
+            6,
+            json!({"temperature": 0.9, "n": 2, "hlg": {}}),
+        ),
+    )
+    .await;
     assert_eq!(texts(&r).len(), 2, "{r}");
     assert_eq!(r["choices"][1]["index"], 1, "{r}");
     // n beyond the limit: a 400 naming `n`, on both routes.
     for (path, body) in [
         ("/v1/chat/completions", chat("Hi", 4, json!({"n": 129}))),
-        ("/v1/completions", json!({"model": "default", "prompt": "Hi", "max_tokens": 4, "n": 1000000000u64})),
+        (
+            "/v1/completions",
+            json!({"model": "default", "prompt": "Hi", "max_tokens": 4, "n": 1000000000u64}),
+        ),
     ] {
         let (status, text) = call(&app, "POST", path, Some(&body)).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{text}");
@@ -63,9 +88,22 @@ async fn http_surface() {
     }
 
     // Streaming with hlg: SSE chunks, then [DONE].
-    let (status, body) = call(&app, "POST", "/v1/chat/completions", Some(&chat("Count to three.", 8, json!({"temperature": 0.7, "stream": true, "hlg": {"width": 2}})))).await;
+    let (status, body) = call(
+        &app,
+        "POST",
+        "/v1/chat/completions",
+        Some(&chat(
+            "Count to three.",
+            8,
+            json!({"temperature": 0.7, "stream": true, "hlg": {"width": 2}}),
+        )),
+    )
+    .await;
     assert_eq!(status, StatusCode::OK);
-    let events: Vec<&str> = body.lines().filter_map(|l| l.strip_prefix("data: ")).collect();
+    let events: Vec<&str> = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .collect();
     assert!(events.len() >= 2, "{body}");
     assert_eq!(events.last().copied(), Some("[DONE]"));
     let first: Value = serde_json::from_str(events[0]).unwrap();
@@ -78,15 +116,27 @@ async fn http_surface() {
 
     // Routes the plugin does not own answer as upstream's: the same body when they
     // succeed, the same status in OpenAI's error shape when they fail.
-    for (method, path) in [("GET", "/v1/models"), ("GET", "/health"), ("GET", "/no/such/route"), ("GET", "/v1/chat/completions")] {
+    for (method, path) in [
+        ("GET", "/v1/models"),
+        ("GET", "/health"),
+        ("GET", "/no/such/route"),
+        ("GET", "/v1/chat/completions"),
+    ] {
         let a = call(&app, method, path, None).await;
         let b = call(&up, method, path, None).await;
         assert_eq!(a.0, b.0, "{method} {path}");
         if a.0.is_success() {
             assert_eq!(a.1, b.1, "{method} {path}");
         } else {
-            let v: Value = serde_json::from_str(&a.1).unwrap_or_else(|e| panic!("{method} {path}: {e}: {}", a.1));
-            assert!(v["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{method} {path}: {}", a.1);
+            let v: Value = serde_json::from_str(&a.1)
+                .unwrap_or_else(|e| panic!("{method} {path}: {e}: {}", a.1));
+            assert!(
+                v["error"]["message"]
+                    .as_str()
+                    .is_some_and(|m| !m.is_empty()),
+                "{method} {path}: {}",
+                a.1
+            );
         }
     }
     // A malformed body is a 400, not a panic.
@@ -101,20 +151,43 @@ async fn real_socket() {
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(async move {
-        axum::serve(listener, app).with_graceful_shutdown(async { stopped.await.ok(); }).await.unwrap();
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async {
+                stopped.await.ok();
+            })
+            .await
+            .unwrap();
     });
     let client = reqwest::Client::new();
     let url = format!("http://{addr}/v1/chat/completions");
-    let send = |body: Value| client.post(&url).header("content-type", "application/json").body(body.to_string()).send();
-    let ok = send(chat("Name an animal.", 6, json!({"temperature": 0.8, "hlg": {"pivot": "median"}}))).await.unwrap();
+    let send = |body: Value| {
+        client
+            .post(&url)
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+    };
+    let ok = send(chat(
+        "Name an animal.",
+        6,
+        json!({"temperature": 0.8, "hlg": {"pivot": "median"}}),
+    ))
+    .await
+    .unwrap();
     assert_eq!(ok.status(), 200);
     let v: Value = serde_json::from_str(&ok.text().await.unwrap()).unwrap();
     assert_eq!(v["choices"].as_array().unwrap().len(), 1);
-    let bad = send(chat("Hi", 4, json!({"hlg": {"width": "wide"}}))).await.unwrap();
+    let bad = send(chat("Hi", 4, json!({"hlg": {"width": "wide"}})))
+        .await
+        .unwrap();
     assert_eq!(bad.status(), 400);
     let v: Value = serde_json::from_str(&bad.text().await.unwrap()).unwrap();
     assert_eq!(v["error"]["param"], "hlg.width");
-    let models = client.get(format!("http://{addr}/v1/models")).send().await.unwrap();
+    let models = client
+        .get(format!("http://{addr}/v1/models"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(models.status(), 200);
     stop.send(()).unwrap();
     server.await.unwrap();

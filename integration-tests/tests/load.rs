@@ -19,9 +19,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mistralrs_hlg::server::HlgServerOptions;
 use mistralrs_hlg::server::load::EngineOptions;
-use mistralrs_hlg_integration_tests::{chat, engine_with, model, rss_kib, stream_texts, texts, Server};
+use mistralrs_hlg::server::HlgServerOptions;
+use mistralrs_hlg_integration_tests::{
+    chat, engine_with, model, rss_kib, stream_texts, texts, Server,
+};
 use serde_json::{json, Value};
 
 async fn server(batching: &str) -> Server {
@@ -29,9 +31,21 @@ async fn server(batching: &str) -> Server {
 }
 
 async fn server_with(batching: &str, prefix_cache_n: Option<usize>) -> Server {
-    let opts = HlgServerOptions { batching: Some(batching.into()), ..Default::default() };
-    let engine = engine_with(EngineOptions { prefix_cache_n, ..Default::default() }).await;
-    Server::start(opts.router_for(engine, model().hints()).await.expect("router")).await
+    let opts = HlgServerOptions {
+        batching: Some(batching.into()),
+        ..Default::default()
+    };
+    let engine = engine_with(EngineOptions {
+        prefix_cache_n,
+        ..Default::default()
+    })
+    .await;
+    Server::start(
+        opts.router_for(engine, model().hints())
+            .await
+            .expect("router"),
+    )
+    .await
 }
 
 /// One kind of request of the mix.
@@ -47,7 +61,13 @@ struct Kind {
 }
 
 fn kinds() -> Vec<Kind> {
-    let k = |name, path, body, greedy, bad| Kind { name, path, body, greedy, bad };
+    let k = |name, path, body, greedy, bad| Kind {
+        name,
+        path,
+        body,
+        greedy,
+        bad,
+    };
     let completion = |extra: Value| {
         let mut v = json!({"model": "default", "prompt": "The three largest cities of Europe are", "max_tokens": 12});
         for (key, x) in extra.as_object().unwrap() {
@@ -56,27 +76,119 @@ fn kinds() -> Vec<Kind> {
         v
     };
     vec![
-        k("greedy chat", "/v1/chat/completions", chat("Describe a red bird in one sentence.", 12, json!({"temperature": 0.0})), true, false),
-        k("greedy chat, streamed", "/v1/chat/completions", chat("Describe a blue bird in one sentence.", 12, json!({"temperature": 0.0, "stream": true})), true, false),
-        k("greedy completion", "/v1/completions", completion(json!({"temperature": 0.0})), true, false),
-        k("greedy completion, streamed", "/v1/completions", completion(json!({"temperature": 0.0, "stream": true})), true, false),
-        k("HLG chat", "/v1/chat/completions", chat("Name a colour.", 12, json!({"temperature": 0.9, "hlg": {"toe_shape": "quadratic"}})), false, false),
-        k("plain chat n = 3", "/v1/chat/completions", chat("Name a fruit.", 8, json!({"temperature": 0.9, "n": 3})), false, false),
-        k("HLG chat n = 3, streamed", "/v1/chat/completions", chat("Name an animal.", 8, json!({"temperature": 0.9, "n": 3, "stream": true, "hlg": {}})), false, false),
-        k("HLG completion, streamed", "/v1/completions", completion(json!({"temperature": 1.0, "stream": true, "hlg": {"pivot": "entropy"}})), false, false),
-        k("bad hlg", "/v1/chat/completions", chat("Hi", 4, json!({"hlg": {"width": -1}})), false, true),
-        k("bad n", "/v1/completions", completion(json!({"n": 100000})), false, true),
-        k("bad JSON", "/v1/chat/completions", Value::String("{\"model\": ".into()), false, true),
+        k(
+            "greedy chat",
+            "/v1/chat/completions",
+            chat(
+                "Describe a red bird in one sentence.",
+                12,
+                json!({"temperature": 0.0}),
+            ),
+            true,
+            false,
+        ),
+        k(
+            "greedy chat, streamed",
+            "/v1/chat/completions",
+            chat(
+                "Describe a blue bird in one sentence.",
+                12,
+                json!({"temperature": 0.0, "stream": true}),
+            ),
+            true,
+            false,
+        ),
+        k(
+            "greedy completion",
+            "/v1/completions",
+            completion(json!({"temperature": 0.0})),
+            true,
+            false,
+        ),
+        k(
+            "greedy completion, streamed",
+            "/v1/completions",
+            completion(json!({"temperature": 0.0, "stream": true})),
+            true,
+            false,
+        ),
+        k(
+            "HLG chat",
+            "/v1/chat/completions",
+            chat(
+                "Name a colour.",
+                12,
+                json!({"temperature": 0.9, "hlg": {"toe_shape": "quadratic"}}),
+            ),
+            false,
+            false,
+        ),
+        k(
+            "plain chat n = 3",
+            "/v1/chat/completions",
+            chat("Name a fruit.", 8, json!({"temperature": 0.9, "n": 3})),
+            false,
+            false,
+        ),
+        k(
+            "HLG chat n = 3, streamed",
+            "/v1/chat/completions",
+            chat(
+                "Name an animal.",
+                8,
+                json!({"temperature": 0.9, "n": 3, "stream": true, "hlg": {}}),
+            ),
+            false,
+            false,
+        ),
+        k(
+            "HLG completion, streamed",
+            "/v1/completions",
+            completion(json!({"temperature": 1.0, "stream": true, "hlg": {"pivot": "entropy"}})),
+            false,
+            false,
+        ),
+        k(
+            "bad hlg",
+            "/v1/chat/completions",
+            chat("Hi", 4, json!({"hlg": {"width": -1}})),
+            false,
+            true,
+        ),
+        k(
+            "bad n",
+            "/v1/completions",
+            completion(json!({"n": 100000})),
+            false,
+            true,
+        ),
+        k(
+            "bad JSON",
+            "/v1/chat/completions",
+            Value::String("{\"model\": ".into()),
+            false,
+            true,
+        ),
     ]
 }
 
 /// Sends `kind`: status and the texts of its choices (streamed or not).
-async fn send(client: &reqwest::Client, base: &str, kind: &Kind) -> Result<(u16, Vec<String>), String> {
+async fn send(
+    client: &reqwest::Client,
+    base: &str,
+    kind: &Kind,
+) -> Result<(u16, Vec<String>), String> {
     let body = match &kind.body {
         Value::String(raw) => raw.clone(),
         v => v.to_string(),
     };
-    let resp = client.post(format!("{base}{}", kind.path)).header("content-type", "application/json").body(body).send().await.map_err(|e| e.to_string())?;
+    let resp = client
+        .post(format!("{base}{}", kind.path))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
     let status = resp.status().as_u16();
     let text = resp.text().await.map_err(|e| e.to_string())?;
     if status != 200 {
@@ -107,8 +219,14 @@ struct Tally {
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "minutes long: scripts/load"]
 async fn load_run() {
-    let secs: u64 = std::env::var("MISTRALRS_HLG_LOAD_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(600);
-    let clients: usize = std::env::var("MISTRALRS_HLG_LOAD_CLIENTS").ok().and_then(|s| s.parse().ok()).unwrap_or(32);
+    let secs: u64 = std::env::var("MISTRALRS_HLG_LOAD_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(600);
+    let clients: usize = std::env::var("MISTRALRS_HLG_LOAD_CLIENTS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(32);
     let s = server("auto").await;
     let kinds = Arc::new(kinds());
     let client = reqwest::Client::new();
@@ -126,7 +244,13 @@ async fn load_run() {
     let t0 = Instant::now();
     let tasks: Vec<_> = (0..clients)
         .map(|c| {
-            let (kinds, solo, tally, base, client) = (kinds.clone(), solo.clone(), tally.clone(), s.base.clone(), client.clone());
+            let (kinds, solo, tally, base, client) = (
+                kinds.clone(),
+                solo.clone(),
+                tally.clone(),
+                s.base.clone(),
+                client.clone(),
+            );
             tokio::spawn(async move {
                 let mut j = c;
                 while Instant::now() < deadline {
@@ -143,17 +267,24 @@ async fn load_run() {
                             if status >= 500 {
                                 tally.server_errors.fetch_add(1, Ordering::Relaxed);
                                 eprintln!("client {c}, {}: {status}", k.name);
-                            } else if k.bad != (400..500).contains(&status) || !k.bad && status != 200 {
+                            } else if k.bad != (400..500).contains(&status)
+                                || !k.bad && status != 200
+                            {
                                 tally.wrong_status.fetch_add(1, Ordering::Relaxed);
                                 eprintln!("client {c}, {}: unexpected {status}", k.name);
                             } else if k.bad {
                                 tally.rejected.fetch_add(1, Ordering::Relaxed);
                             } else {
                                 tally.ok.fetch_add(1, Ordering::Relaxed);
-                                let want = k.body.get("n").and_then(Value::as_u64).unwrap_or(1) as usize;
+                                let want =
+                                    k.body.get("n").and_then(Value::as_u64).unwrap_or(1) as usize;
                                 if got.len() != want || got.iter().any(String::is_empty) {
                                     tally.wrong_status.fetch_add(1, Ordering::Relaxed);
-                                    eprintln!("client {c}, {}: {} choice(s), want {want}: {got:?}", k.name, got.len());
+                                    eprintln!(
+                                        "client {c}, {}: {} choice(s), want {want}: {got:?}",
+                                        k.name,
+                                        got.len()
+                                    );
                                 }
                             }
                             if let (Some(want), true) = (&solo[i], status == 200) {
@@ -185,11 +316,24 @@ async fn load_run() {
     let samples = sampler.await.expect("sampler");
     let wall = t0.elapsed().as_secs_f64();
     // A last request after the load: the server still serves.
-    let (status, _) = send(&client, &s.base, &kinds[0]).await.expect("request after the load");
+    let (status, _) = send(&client, &s.base, &kinds[0])
+        .await
+        .expect("request after the load");
     let rss_end = rss_kib();
     s.stop().await;
-    let half = samples.iter().filter(|(t, _)| *t <= secs / 2).map(|(_, r)| *r).max().unwrap_or(rss_start);
-    println!("RSS (s, MiB): {:?}", samples.iter().map(|(t, r)| (*t, r / 1024)).collect::<Vec<_>>());
+    let half = samples
+        .iter()
+        .filter(|(t, _)| *t <= secs / 2)
+        .map(|(_, r)| *r)
+        .max()
+        .unwrap_or(rss_start);
+    println!(
+        "RSS (s, MiB): {:?}",
+        samples
+            .iter()
+            .map(|(t, r)| (*t, r / 1024))
+            .collect::<Vec<_>>()
+    );
     let g = |a: &AtomicUsize| a.load(Ordering::Relaxed);
     println!(
         "load: {clients} clients, {wall:.0} s: {} requests ({} ok, {} bad rejected), {} 5xx, {} dropped, {} wrong status or shape, greedy {}/{} identical to solo, RSS {} -> {} MiB",
@@ -208,8 +352,15 @@ async fn load_run() {
     assert_eq!(g(&tally.server_errors), 0, "5xx responses");
     assert_eq!(g(&tally.dropped), 0, "dropped connections");
     assert_eq!(g(&tally.wrong_status), 0, "wrong statuses or shapes");
-    assert!(g(&tally.greedy_checked) > 0 && g(&tally.rejected) > 0, "the mix ran");
-    assert_eq!(g(&tally.greedy_wrong), 0, "greedy responses that differ from their solo runs");
+    assert!(
+        g(&tally.greedy_checked) > 0 && g(&tally.rejected) > 0,
+        "the mix ran"
+    );
+    assert_eq!(
+        g(&tally.greedy_wrong),
+        0,
+        "greedy responses that differ from their solo runs"
+    );
     assert!(rss_end <= half + 256 * 1024, "resident memory grew in the second half of the run: {} MiB at most in the first, {} MiB at the end", half / 1024, rss_end / 1024);
 }
 
@@ -224,7 +375,10 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "minutes long: scripts/load --throughput"]
 async fn throughput() {
-    let per_level: usize = std::env::var("MISTRALRS_HLG_LOAD_REQUESTS").ok().and_then(|s| s.parse().ok()).unwrap_or(16);
+    let per_level: usize = std::env::var("MISTRALRS_HLG_LOAD_REQUESTS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(16);
     const PROMPTS: [&str; 4] = [
         "Describe a red bird in one sentence.",
         "Describe a blue bird in one sentence.",
@@ -240,7 +394,12 @@ async fn throughput() {
             let client = reqwest::Client::new();
             // Warm the prefix cache and the allocator the same way for both modes.
             for p in PROMPTS {
-                s.post(&client, "/v1/chat/completions", &chat(p, 4, json!({"temperature": 0.0}))).await;
+                s.post(
+                    &client,
+                    "/v1/chat/completions",
+                    &chat(p, 4, json!({"temperature": 0.0})),
+                )
+                .await;
             }
             let next = Arc::new(AtomicUsize::new(0));
             let t0 = Instant::now();
@@ -256,10 +415,19 @@ async fn throughput() {
                                 break;
                             }
                             let t = Instant::now();
-                            let (status, text) = s.post(&client, "/v1/chat/completions", &chat(PROMPTS[i % 4], 32, json!({"temperature": 0.0}))).await;
+                            let (status, text) = s
+                                .post(
+                                    &client,
+                                    "/v1/chat/completions",
+                                    &chat(PROMPTS[i % 4], 32, json!({"temperature": 0.0})),
+                                )
+                                .await;
                             assert_eq!(status, 200, "{text}");
                             let v: Value = serde_json::from_str(&text).unwrap();
-                            out.push((t.elapsed().as_secs_f64(), v["usage"]["completion_tokens"].as_u64().unwrap_or(0)));
+                            out.push((
+                                t.elapsed().as_secs_f64(),
+                                v["usage"]["completion_tokens"].as_u64().unwrap_or(0),
+                            ));
                         }
                         out
                     })

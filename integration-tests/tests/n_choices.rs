@@ -7,7 +7,9 @@
 
 use mistralrs_hlg::server::{router_with, Choices};
 use mistralrs_hlg::HlgConfig;
-use mistralrs_hlg_integration_tests::{chat, engine, judge_model, mean_logprob, post_ok, texts, upstream, N_PROMPT};
+use mistralrs_hlg_integration_tests::{
+    chat, engine, judge_model, mean_logprob, post_ok, texts, upstream, N_PROMPT,
+};
 use serde_json::{json, Value};
 
 const N: usize = 4;
@@ -27,7 +29,14 @@ fn sampled(extra: Value) -> Value {
 async fn singles(router: &axum::Router, extra: &Value) -> Vec<String> {
     let mut out = vec![];
     for _ in 0..N {
-        out.extend(texts(&post_ok(router, "/v1/chat/completions", &chat(N_PROMPT, MAX_TOKENS, sampled(extra.clone()))).await));
+        out.extend(texts(
+            &post_ok(
+                router,
+                "/v1/chat/completions",
+                &chat(N_PROMPT, MAX_TOKENS, sampled(extra.clone())),
+            )
+            .await,
+        ));
     }
     out
 }
@@ -35,7 +44,14 @@ async fn singles(router: &axum::Router, extra: &Value) -> Vec<String> {
 async fn one_request(router: &axum::Router, extra: &Value) -> Vec<String> {
     let mut e = extra.clone();
     e["n"] = json!(N);
-    let t = texts(&post_ok(router, "/v1/chat/completions", &chat(N_PROMPT, MAX_TOKENS, sampled(e))).await);
+    let t = texts(
+        &post_ok(
+            router,
+            "/v1/chat/completions",
+            &chat(N_PROMPT, MAX_TOKENS, sampled(e)),
+        )
+        .await,
+    );
     assert_eq!(t.len(), N);
     t
 }
@@ -54,13 +70,19 @@ async fn upstream_batched_choices_are_corrupted() {
     let judge = judge_model().await;
     let batched = one_request(&upstream(engine().await).await, &json!({})).await;
     let single = singles(&upstream(engine().await).await, &json!({})).await;
-    let (b, s) = (mean_logprob(&judge, N_PROMPT, &batched).await, mean_logprob(&judge, N_PROMPT, &single).await);
+    let (b, s) = (
+        mean_logprob(&judge, N_PROMPT, &batched).await,
+        mean_logprob(&judge, N_PROMPT, &single).await,
+    );
     println!("upstream, mean log-prob per token: n = {N} in one request {b:.3}; {N} requests of n = 1 {s:.3}");
     for t in &batched {
         println!("  batched: {t:?}");
     }
     if patched() {
-        assert!(b > s - 0.5, "patched engine: batched choices score {b:.3}, single requests {s:.3}");
+        assert!(
+            b > s - 0.5,
+            "patched engine: batched choices score {b:.3}, single requests {s:.3}"
+        );
     } else {
         assert!(b < s - 1.0, "the batched choices are no longer worse ({b:.3} vs {s:.3}): has upstream fixed the bug?");
     }
@@ -73,10 +95,25 @@ async fn upstream_batched_choices_are_corrupted() {
 async fn split_choices_are_single_requests() {
     let judge = judge_model().await;
     for extra in [json!({}), json!({"hlg": {"toe_shape": "quadratic"}})] {
-        let split = one_request(&router_with(engine().await, HlgConfig::default(), Choices::Split).await.unwrap(), &extra).await;
-        let single = singles(&router_with(engine().await, HlgConfig::default(), Choices::Split).await.unwrap(), &extra).await;
+        let split = one_request(
+            &router_with(engine().await, HlgConfig::default(), Choices::Split)
+                .await
+                .unwrap(),
+            &extra,
+        )
+        .await;
+        let single = singles(
+            &router_with(engine().await, HlgConfig::default(), Choices::Split)
+                .await
+                .unwrap(),
+            &extra,
+        )
+        .await;
         assert_eq!(split, single, "{extra}");
-        let (a, b) = (mean_logprob(&judge, N_PROMPT, &split).await, mean_logprob(&judge, N_PROMPT, &single).await);
+        let (a, b) = (
+            mean_logprob(&judge, N_PROMPT, &split).await,
+            mean_logprob(&judge, N_PROMPT, &single).await,
+        );
         println!("plugin {extra}: n = {N} split {a:.3}, {N} x n = 1 {b:.3}");
         assert!(a > -3.5, "split choices score {a:.3}");
     }
@@ -93,9 +130,14 @@ async fn rust_helper_splits_like_the_server() {
         RequestBuilder::new()
             .add_message(TextMessageRole::User, N_PROMPT)
             .set_sampler_max_len(MAX_TOKENS as usize)
-            .with_hlg(HlgCurve::default().with_toe_shape(mistralrs_hlg::ToeShape::Quadratic), 0.8)
+            .with_hlg(
+                HlgCurve::default().with_toe_shape(mistralrs_hlg::ToeShape::Quadratic),
+                0.8,
+            )
     };
-    let merged = send_chat_choices(&judge_model().await, request(), N).await.unwrap();
+    let merged = send_chat_choices(&judge_model().await, request(), N)
+        .await
+        .unwrap();
     let by_hand = judge_model().await;
     let mut want = vec![];
     let mut completion_tokens = 0;
@@ -104,9 +146,16 @@ async fn rust_helper_splits_like_the_server() {
         completion_tokens += r.usage.completion_tokens;
         want.push(r.choices[0].message.content.clone().unwrap_or_default());
     }
-    let got: Vec<String> = merged.choices.iter().map(|c| c.message.content.clone().unwrap_or_default()).collect();
+    let got: Vec<String> = merged
+        .choices
+        .iter()
+        .map(|c| c.message.content.clone().unwrap_or_default())
+        .collect();
     assert_eq!(got, want);
-    assert_eq!(merged.choices.iter().map(|c| c.index).collect::<Vec<_>>(), (0..N).collect::<Vec<_>>());
+    assert_eq!(
+        merged.choices.iter().map(|c| c.index).collect::<Vec<_>>(),
+        (0..N).collect::<Vec<_>>()
+    );
     assert_eq!(merged.usage.completion_tokens, completion_tokens);
 }
 
@@ -114,11 +163,18 @@ async fn rust_helper_splits_like_the_server() {
 /// end, and each choice's text is the non-streamed one.
 #[tokio::test(flavor = "multi_thread")]
 async fn split_choices_stream() {
-    let router = router_with(engine().await, HlgConfig::default(), Choices::Split).await.unwrap();
+    let router = router_with(engine().await, HlgConfig::default(), Choices::Split)
+        .await
+        .unwrap();
     let body = chat(N_PROMPT, 8, sampled(json!({"n": N, "stream": true})));
-    let (status, text) = mistralrs_hlg_integration_tests::call(&router, "POST", "/v1/chat/completions", Some(&body)).await;
+    let (status, text) =
+        mistralrs_hlg_integration_tests::call(&router, "POST", "/v1/chat/completions", Some(&body))
+            .await;
     assert_eq!(status, 200, "{text}");
-    let events: Vec<&str> = text.split("\n\n").filter_map(|e| e.strip_prefix("data: ")).collect();
+    let events: Vec<&str> = text
+        .split("\n\n")
+        .filter_map(|e| e.strip_prefix("data: "))
+        .collect();
     assert_eq!(events.last(), Some(&"[DONE]"));
     assert_eq!(events.iter().filter(|e| **e == "[DONE]").count(), 1);
     let mut content = vec![String::new(); N];

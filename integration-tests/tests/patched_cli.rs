@@ -22,20 +22,28 @@ struct Server {
 }
 
 fn binary(var: &str) -> PathBuf {
-    let p = std::env::var_os(var).unwrap_or_else(|| panic!("{var} is not set: run scripts/test-cli"));
+    let p =
+        std::env::var_os(var).unwrap_or_else(|| panic!("{var} is not set: run scripts/test-cli"));
     let p = PathBuf::from(p);
     assert!(p.is_file(), "{var}={} is not a file", p.display());
     p
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// The embedded model as the CLI names it: its directory and file.
 fn model() -> (String, String) {
     let gguf = mistralrs_hlg::model::ensure_default_model().expect("fetching the embedded model");
-    (gguf.parent().unwrap().to_string_lossy().into_owned(), gguf.file_name().unwrap().to_string_lossy().into_owned())
+    (
+        gguf.parent().unwrap().to_string_lossy().into_owned(),
+        gguf.file_name().unwrap().to_string_lossy().into_owned(),
+    )
 }
 
 impl Server {
@@ -43,7 +51,15 @@ impl Server {
     async fn serve(bin: &Path, extra: &[&str]) -> Server {
         let port = free_port().to_string();
         let (dir, file) = model();
-        let mut args = vec!["--token-source", "none", "serve", "--host", "127.0.0.1", "-p", &port];
+        let mut args = vec![
+            "--token-source",
+            "none",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "-p",
+            &port,
+        ];
         args.extend_from_slice(extra);
         args.extend_from_slice(&["text", "-m", &dir, "--format", "gguf", "-f", &file, "--cpu"]);
         Server::spawn(bin, &args, port.clone()).await
@@ -53,13 +69,19 @@ impl Server {
     async fn from_config(bin: &Path, toml: impl Fn(&str, &str, &str) -> String) -> Server {
         let port = free_port().to_string();
         let (dir, file) = model();
-        let path = std::env::temp_dir().join(format!("mistralrs-hlg-cli-{}-{port}.toml", std::process::id()));
+        let path = std::env::temp_dir().join(format!(
+            "mistralrs-hlg-cli-{}-{port}.toml",
+            std::process::id()
+        ));
         std::fs::write(&path, toml(&port, &dir, &file)).unwrap();
         Server::spawn(bin, &["from-config", "-f", path.to_str().unwrap()], port).await
     }
 
     async fn spawn(bin: &Path, args: &[&str], port: String) -> Server {
-        let log = std::env::temp_dir().join(format!("mistralrs-hlg-cli-{}-{port}.log", std::process::id()));
+        let log = std::env::temp_dir().join(format!(
+            "mistralrs-hlg-cli-{}-{port}.log",
+            std::process::id()
+        ));
         let out = std::fs::File::create(&log).unwrap();
         let child = Command::new(bin)
             .args(args)
@@ -69,7 +91,11 @@ impl Server {
             .stderr(out)
             .spawn()
             .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
-        let mut server = Server { child, base: format!("http://127.0.0.1:{port}"), log };
+        let mut server = Server {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+            log,
+        };
         server.wait_ready().await;
         server
     }
@@ -79,14 +105,21 @@ impl Server {
         let client = reqwest::Client::new();
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
-                panic!("the server exited ({status}) before it was ready:\n{}", self.log_text());
+                panic!(
+                    "the server exited ({status}) before it was ready:\n{}",
+                    self.log_text()
+                );
             }
             if let Ok(r) = client.get(format!("{}/v1/models", self.base)).send().await {
                 if r.status() == 200 {
                     return;
                 }
             }
-            assert!(start.elapsed() < Duration::from_secs(180), "the server was not ready in 180 s:\n{}", self.log_text());
+            assert!(
+                start.elapsed() < Duration::from_secs(180),
+                "the server was not ready in 180 s:\n{}",
+                self.log_text()
+            );
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
     }
@@ -105,7 +138,10 @@ impl Server {
             .unwrap();
         let status = r.status().as_u16();
         let text = r.text().await.unwrap();
-        (status, serde_json::from_str(&text).unwrap_or_else(|_| Value::String(text)))
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or_else(|_| Value::String(text)),
+        )
     }
 
     async fn post_ok(&self, path: &str, body: &Value) -> Value {
@@ -128,15 +164,28 @@ impl Drop for Server {
 async fn transcript(s: &Server) -> Vec<(String, String)> {
     let mut bodies: Vec<(&str, Value)> = vec![];
     for p in PROMPTS {
-        bodies.push(("/v1/chat/completions", chat(p, 24, json!({"temperature": 0.0}))));
-        bodies.push(("/v1/chat/completions", chat(p, 24, json!({"temperature": 0.9}))));
+        bodies.push((
+            "/v1/chat/completions",
+            chat(p, 24, json!({"temperature": 0.0})),
+        ));
+        bodies.push((
+            "/v1/chat/completions",
+            chat(p, 24, json!({"temperature": 0.9})),
+        ));
     }
     bodies.push(("/v1/completions", json!({"model": "default", "prompt": "Once upon a time", "max_tokens": 24, "temperature": 1.0})));
-    bodies.push(("/v1/chat/completions", chat(PROMPTS[0], 12, json!({"temperature": 0.0, "n": 2}))));
+    bodies.push((
+        "/v1/chat/completions",
+        chat(PROMPTS[0], 12, json!({"temperature": 0.0, "n": 2})),
+    ));
     let mut out = vec![];
     for (path, body) in bodies {
         let v = s.post_ok(path, &body).await;
-        let reasons = v["choices"].as_array().unwrap().iter().map(|c| c["finish_reason"].to_string());
+        let reasons = v["choices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["finish_reason"].to_string());
         out.extend(texts(&v).into_iter().zip(reasons));
     }
     out
@@ -149,8 +198,20 @@ fn hard_toe() -> Value {
 }
 
 /// The same flags for the command line.
-const HARD_TOE_FLAGS: [&str; 12] =
-    ["--hlg-sampling", "on", "--hlg-pivot-offset", "0", "--hlg-width", "0", "--hlg-shoulder", "off", "--hlg-toe", "0.001", "--hlg-toe-shape", "exp"];
+const HARD_TOE_FLAGS: [&str; 12] = [
+    "--hlg-sampling",
+    "on",
+    "--hlg-pivot-offset",
+    "0",
+    "--hlg-width",
+    "0",
+    "--hlg-shoulder",
+    "off",
+    "--hlg-toe",
+    "0.001",
+    "--hlg-toe-shape",
+    "exp",
+];
 
 /// Sampled requests at T = 1, one after another: a chat per prompt and a text completion,
 /// with `hlg` set to `hlg` when it is not null. Every choice's text.
@@ -163,10 +224,18 @@ async fn sampled(s: &Server, hlg: &Value) -> Vec<String> {
     };
     let mut out = vec![];
     for p in PROMPTS {
-        out.extend(texts(&s.post_ok("/v1/chat/completions", &with(chat(p, 24, json!({"temperature": 1.0})))).await));
+        out.extend(texts(
+            &s.post_ok(
+                "/v1/chat/completions",
+                &with(chat(p, 24, json!({"temperature": 1.0}))),
+            )
+            .await,
+        ));
     }
     let completion = json!({"model": "default", "prompt": "Once upon a time", "max_tokens": 24, "temperature": 1.0});
-    out.extend(texts(&s.post_ok("/v1/completions", &with(completion)).await));
+    out.extend(texts(
+        &s.post_ok("/v1/completions", &with(completion)).await,
+    ));
     out
 }
 
@@ -182,7 +251,11 @@ async fn flag_off_serves_what_upstream_serves() {
         transcript(&s).await
     };
     let patched_off = {
-        let s = Server::serve(&binary("MISTRALRS_HLG_PATCHED_CLI"), &["--hlg-sampling", "off", "--hlg-toe", "2"]).await;
+        let s = Server::serve(
+            &binary("MISTRALRS_HLG_PATCHED_CLI"),
+            &["--hlg-sampling", "off", "--hlg-toe", "2"],
+        )
+        .await;
         transcript(&s).await
     };
     // 3 greedy + 3 sampled chats, 1 completion, 2 greedy choices.
@@ -238,9 +311,18 @@ cpu = true
     let config = sampled(&config, &Value::Null).await;
     assert_eq!(plain.len(), 4);
     assert_ne!(request, plain, "the `hlg` field changes what is sampled");
-    assert_eq!(flags, request, "--hlg-sampling on and the --hlg-* knobs apply to requests without `hlg`");
-    assert_eq!(config, request, "the [server] keys of a from-config file do the same");
-    assert_eq!(opted_out, plain, "`hlg: false` turns it off for one request");
+    assert_eq!(
+        flags, request,
+        "--hlg-sampling on and the --hlg-* knobs apply to requests without `hlg`"
+    );
+    assert_eq!(
+        config, request,
+        "the [server] keys of a from-config file do the same"
+    );
+    assert_eq!(
+        opted_out, plain,
+        "`hlg: false` turns it off for one request"
+    );
 }
 
 /// The patched binary gives upstream's CLI the same guarantee as `mistralrs-hlg serve`:
@@ -252,12 +334,23 @@ cpu = true
 #[ignore = "needs the binaries of patches/apply.sh: run scripts/test-cli"]
 async fn concurrent_requests_match_their_solo_runs_in_the_patched_binary() {
     let patched = Server::serve(&binary("MISTRALRS_HLG_PATCHED_CLI"), &[]).await;
-    let wrong = mistralrs_hlg_integration_tests::mismatches(&mistralrs_hlg_integration_tests::Server::at(patched.base.clone()), 3).await;
+    let wrong = mistralrs_hlg_integration_tests::mismatches(
+        &mistralrs_hlg_integration_tests::Server::at(patched.base.clone()),
+        3,
+    )
+    .await;
     drop(patched);
     let upstream = Server::serve(&binary("MISTRALRS_HLG_UPSTREAM_CLI"), &[]).await;
-    let upstream_wrong = mistralrs_hlg_integration_tests::mismatches(&mistralrs_hlg_integration_tests::Server::at(upstream.base.clone()), 3).await;
+    let upstream_wrong = mistralrs_hlg_integration_tests::mismatches(
+        &mistralrs_hlg_integration_tests::Server::at(upstream.base.clone()),
+        3,
+    )
+    .await;
     println!("upstream's binary: {upstream_wrong} of 12 concurrent responses differ from their solo runs");
-    assert_eq!(wrong, 0, "the patched binary: {wrong} of 12 concurrent responses differ from their solo runs");
+    assert_eq!(
+        wrong, 0,
+        "the patched binary: {wrong} of 12 concurrent responses differ from their solo runs"
+    );
 }
 
 /// `/v1/responses` in the patched binary: without `hlg` it is upstream's route (the same
@@ -282,21 +375,43 @@ async fn responses_take_hlg_in_the_patched_binary() {
     async fn chats(s: &Server, hlg: &Value) -> Vec<String> {
         let mut out = vec![];
         for p in PROMPTS {
-            out.extend(texts(&s.post_ok("/v1/chat/completions", &chat(p, 24, json!({"temperature": 1.0, "hlg": hlg}))).await));
+            out.extend(texts(
+                &s.post_ok(
+                    "/v1/chat/completions",
+                    &chat(p, 24, json!({"temperature": 1.0, "hlg": hlg})),
+                )
+                .await,
+            ));
         }
         out
     }
     let bin = binary("MISTRALRS_HLG_PATCHED_CLI");
-    let upstream = responses(&Server::serve(&binary("MISTRALRS_HLG_UPSTREAM_CLI"), &[]).await, &Value::Null).await;
+    let upstream = responses(
+        &Server::serve(&binary("MISTRALRS_HLG_UPSTREAM_CLI"), &[]).await,
+        &Value::Null,
+    )
+    .await;
     let off = responses(&Server::serve(&bin, &[]).await, &Value::Null).await;
     let with_hlg = responses(&Server::serve(&bin, &[]).await, &hard_toe()).await;
     let by_flag = responses(&Server::serve(&bin, &HARD_TOE_FLAGS).await, &Value::Null).await;
     let chat_hlg = chats(&Server::serve(&bin, &[]).await, &hard_toe()).await;
     assert!(upstream.iter().all(|t| !t.is_empty()), "{upstream:?}");
-    assert_eq!(off, upstream, "/v1/responses without hlg differs from upstream's");
-    assert_ne!(with_hlg, upstream, "hlg did not change what /v1/responses samples");
-    assert_eq!(with_hlg, chat_hlg, "hlg on /v1/responses differs from the same hlg on chat");
-    assert_eq!(by_flag, with_hlg, "--hlg-sampling on does not reach /v1/responses");
+    assert_eq!(
+        off, upstream,
+        "/v1/responses without hlg differs from upstream's"
+    );
+    assert_ne!(
+        with_hlg, upstream,
+        "hlg did not change what /v1/responses samples"
+    );
+    assert_eq!(
+        with_hlg, chat_hlg,
+        "hlg on /v1/responses differs from the same hlg on chat"
+    );
+    assert_eq!(
+        by_flag, with_hlg,
+        "--hlg-sampling on does not reach /v1/responses"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -310,26 +425,51 @@ async fn bad_values_are_400s_and_a_bad_flag_stops_start_up() {
         (json!({"toe_shape": "cubic"}), "hlg.toe_shape"),
         (json!({"tow": 1}), "hlg"),
     ] {
-        let (status, v) = s.post("/v1/chat/completions", &chat("Hi", 4, json!({"hlg": hlg}))).await;
+        let (status, v) = s
+            .post("/v1/chat/completions", &chat("Hi", 4, json!({"hlg": hlg})))
+            .await;
         assert_eq!(status, 400, "{hlg}: {v}");
         assert_eq!(v["error"]["param"], param, "{v}");
-        let (status, v) = s.post("/v1/completions", &json!({"model": "default", "prompt": "Hi", "max_tokens": 4, "hlg": hlg})).await;
+        let (status, v) = s
+            .post(
+                "/v1/completions",
+                &json!({"model": "default", "prompt": "Hi", "max_tokens": 4, "hlg": hlg}),
+            )
+            .await;
         assert_eq!(status, 400, "{hlg}: {v}");
         assert_eq!(v["error"]["param"], param, "{v}");
     }
     // The server keeps serving.
-    let v = s.post_ok("/v1/chat/completions", &chat("Name a colour.", 4, json!({}))).await;
+    let v = s
+        .post_ok(
+            "/v1/chat/completions",
+            &chat("Name a colour.", 4, json!({})),
+        )
+        .await;
     assert_eq!(texts(&v).len(), 1);
     drop(s);
 
     // A bad flag stops the server before it serves, naming the flag and the range.
     let (dir, file) = model();
     let out = Command::new(&bin)
-        .args(["--token-source", "none", "serve", "--host", "127.0.0.1", "-p", &free_port().to_string(), "--hlg-toe", "-2"])
+        .args([
+            "--token-source",
+            "none",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "-p",
+            &free_port().to_string(),
+            "--hlg-toe",
+            "-2",
+        ])
         .args(["text", "-m", &dir, "--format", "gguf", "-f", &file, "--cpu"])
         .output()
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(r#"--hlg-toe: `hlg.toe` must be a number in [1e-6, 1000] or "off", got -2"#), "{err}");
+    assert!(
+        err.contains(r#"--hlg-toe: `hlg.toe` must be a number in [1e-6, 1000] or "off", got -2"#),
+        "{err}"
+    );
 }

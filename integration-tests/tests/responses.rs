@@ -8,7 +8,9 @@
 use std::time::Duration;
 
 use mistralrs_hlg::HlgConfig;
-use mistralrs_hlg_integration_tests::{call, engine, plugin, post_ok, run_prompts, upstream, PROMPTS};
+use mistralrs_hlg_integration_tests::{
+    call, engine, plugin, post_ok, run_prompts, upstream, PROMPTS,
+};
 use serde_json::{json, Value};
 
 const MAX_TOKENS: u32 = 24;
@@ -44,9 +46,13 @@ fn streamed_text(body: &str) -> (String, bool) {
     let mut text = String::new();
     let mut completed = false;
     for data in body.lines().filter_map(|l| l.strip_prefix("data: ")) {
-        let Ok(v) = serde_json::from_str::<Value>(data) else { continue };
+        let Ok(v) = serde_json::from_str::<Value>(data) else {
+            continue;
+        };
         match v["type"].as_str() {
-            Some("response.output_text.delta") => text.push_str(v["delta"].as_str().unwrap_or_default()),
+            Some("response.output_text.delta") => {
+                text.push_str(v["delta"].as_str().unwrap_or_default())
+            }
             Some("response.completed") => completed = true,
             _ => {}
         }
@@ -59,20 +65,54 @@ fn streamed_text(body: &str) -> (String, bool) {
 #[tokio::test(flavor = "multi_thread")]
 async fn responses_apply_hlg_as_chat_does() {
     let cfg = json!({"hlg": hlg()});
-    let chat = run_prompts(&plugin(engine().await, HlgConfig::default()).await, MAX_TOKENS, &json!({"temperature": 1.0, "hlg": hlg()})).await;
+    let chat = run_prompts(
+        &plugin(engine().await, HlgConfig::default()).await,
+        MAX_TOKENS,
+        &json!({"temperature": 1.0, "hlg": hlg()}),
+    )
+    .await;
     let with_hlg = run_responses(&plugin(engine().await, HlgConfig::default()).await, &cfg).await;
-    assert_eq!(with_hlg, chat, "hlg on /v1/responses differs from the same hlg on chat");
+    assert_eq!(
+        with_hlg, chat,
+        "hlg on /v1/responses differs from the same hlg on chat"
+    );
 
     let upstream_out = run_responses(&upstream(engine().await).await, &json!({})).await;
-    let absent = run_responses(&plugin(engine().await, HlgConfig::default()).await, &json!({})).await;
-    assert_eq!(absent, upstream_out, "hlg absent on /v1/responses differs from upstream's route");
-    let off = run_responses(&plugin(engine().await, HlgConfig::default()).await, &json!({"hlg": {"enabled": false, "toe": 1}})).await;
-    assert_eq!(off, upstream_out, "hlg.enabled = false on /v1/responses differs from upstream's route");
-    assert_ne!(with_hlg, upstream_out, "HLG did not change the sampled Responses output");
+    let absent = run_responses(
+        &plugin(engine().await, HlgConfig::default()).await,
+        &json!({}),
+    )
+    .await;
+    assert_eq!(
+        absent, upstream_out,
+        "hlg absent on /v1/responses differs from upstream's route"
+    );
+    let off = run_responses(
+        &plugin(engine().await, HlgConfig::default()).await,
+        &json!({"hlg": {"enabled": false, "toe": 1}}),
+    )
+    .await;
+    assert_eq!(
+        off, upstream_out,
+        "hlg.enabled = false on /v1/responses differs from upstream's route"
+    );
+    assert_ne!(
+        with_hlg, upstream_out,
+        "HLG did not change the sampled Responses output"
+    );
 
-    let server_on = HlgConfig::from_pairs([("enabled", "on"), ("toe_shape", "exp"), ("toe", "1.5"), ("pivot_offset", "4")]).unwrap();
+    let server_on = HlgConfig::from_pairs([
+        ("enabled", "on"),
+        ("toe_shape", "exp"),
+        ("toe", "1.5"),
+        ("pivot_offset", "4"),
+    ])
+    .unwrap();
     let by_flag = run_responses(&plugin(engine().await, server_on).await, &json!({})).await;
-    assert_eq!(by_flag, with_hlg, "--hlg-sampling on does not apply on /v1/responses");
+    assert_eq!(
+        by_flag, with_hlg,
+        "--hlg-sampling on does not apply on /v1/responses"
+    );
 }
 
 /// A streamed Responses call with `hlg` streams the text the non-streamed call returns,
@@ -93,7 +133,10 @@ async fn responses_stream_and_background_with_hlg() {
         assert!(completed, "no response.completed event: {text}");
         streamed.push(t);
     }
-    assert_eq!(streamed, plain, "streamed Responses text differs from the non-streamed");
+    assert_eq!(
+        streamed, plain,
+        "streamed Responses text differs from the non-streamed"
+    );
 
     let router = plugin(engine().await, HlgConfig::default()).await;
     let mut background = vec![];
@@ -108,14 +151,19 @@ async fn responses_stream_and_background_with_hlg() {
             assert_eq!(status, 200, "{text}");
             let v: Value = serde_json::from_str(&text).unwrap();
             match v["status"].as_str() {
-                Some("queued" | "in_progress") => tokio::time::sleep(Duration::from_millis(50)).await,
+                Some("queued" | "in_progress") => {
+                    tokio::time::sleep(Duration::from_millis(50)).await
+                }
                 _ => break v,
             }
         };
         assert_eq!(done["status"], "completed", "{done}");
         background.push(done["output_text"].as_str().unwrap_or_default().to_string());
     }
-    assert_eq!(background, plain, "background Responses text differs from the foreground");
+    assert_eq!(
+        background, plain,
+        "background Responses text differs from the foreground"
+    );
 }
 
 /// A stored HLG response continues: `previous_response_id` sends its history (more
@@ -123,14 +171,30 @@ async fn responses_stream_and_background_with_hlg() {
 #[tokio::test(flavor = "multi_thread")]
 async fn responses_continue_a_stored_hlg_response() {
     let router = plugin(engine().await, HlgConfig::default()).await;
-    let first = post_ok(&router, "/v1/responses", &respond("Name three fruits.", &json!({"hlg": hlg()}))).await;
+    let first = post_ok(
+        &router,
+        "/v1/responses",
+        &respond("Name three fruits.", &json!({"hlg": hlg()})),
+    )
+    .await;
     let id = first["id"].as_str().unwrap();
     let (status, text) = call(&router, "GET", &format!("/v1/responses/{id}"), None).await;
     assert_eq!(status, 200, "{text}");
     let stored: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(stored["output_text"], first["output_text"]);
-    let second = post_ok(&router, "/v1/responses", &respond("And two more.", &json!({"hlg": hlg(), "previous_response_id": id}))).await;
-    let (p1, p2) = (first["usage"]["input_tokens"].as_u64().unwrap(), second["usage"]["input_tokens"].as_u64().unwrap());
+    let second = post_ok(
+        &router,
+        "/v1/responses",
+        &respond(
+            "And two more.",
+            &json!({"hlg": hlg(), "previous_response_id": id}),
+        ),
+    )
+    .await;
+    let (p1, p2) = (
+        first["usage"]["input_tokens"].as_u64().unwrap(),
+        second["usage"]["input_tokens"].as_u64().unwrap(),
+    );
     let first_out = first["usage"]["output_tokens"].as_u64().unwrap();
     assert!(p2 > p1 + first_out, "the second turn did not carry the first's history: {p1} + {first_out} then {p2} prompt tokens");
 }

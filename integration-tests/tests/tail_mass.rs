@@ -14,7 +14,12 @@ async fn capture() -> Vec<Vec<f32>> {
     let gguf = mistralrs_hlg::model::ensure_default_model().unwrap();
     let dir = gguf.parent().unwrap().to_string_lossy().into_owned();
     let file = gguf.file_name().unwrap().to_string_lossy().into_owned();
-    let model = GgufModelBuilder::new(dir, vec![file]).with_token_source(TokenSource::None).with_force_cpu().build().await.unwrap();
+    let model = GgufModelBuilder::new(dir, vec![file])
+        .with_token_source(TokenSource::None)
+        .with_force_cpu()
+        .build()
+        .await
+        .unwrap();
     let seen: Arc<Mutex<Vec<Vec<f32>>>> = Arc::default();
     for p in PROMPTS {
         let sink = seen.clone();
@@ -22,7 +27,10 @@ async fn capture() -> Vec<Vec<f32>> {
             sink.lock().unwrap().push(logits.to_vec1::<f32>()?);
             Ok(logits.clone())
         };
-        let req = RequestBuilder::new().add_message(TextMessageRole::User, p).set_sampler_max_len(16).add_logits_processor(Arc::new(record));
+        let req = RequestBuilder::new()
+            .add_message(TextMessageRole::User, p)
+            .set_sampler_max_len(16)
+            .add_logits_processor(Arc::new(record));
         model.send_chat_request(req).await.unwrap();
     }
     let out = seen.lock().unwrap().clone();
@@ -41,7 +49,13 @@ fn tail_masses(logits: &[Vec<f32>], t: f64, curves: &[HlgCurve]) -> (f64, Vec<f6
     let (mut plain, mut shaped) = (0.0, vec![0.0; curves.len()]);
     for x in logits {
         let tail: Vec<bool> = softmax(x, 1.0).iter().map(|&p| p < 1e-4).collect();
-        let mass = |p: Vec<f64>| p.iter().zip(&tail).filter(|(_, &t)| t).map(|(p, _)| p).sum::<f64>();
+        let mass = |p: Vec<f64>| {
+            p.iter()
+                .zip(&tail)
+                .filter(|(_, &t)| t)
+                .map(|(p, _)| p)
+                .sum::<f64>()
+        };
         plain += mass(softmax(x, t));
         for (i, c) in curves.iter().enumerate() {
             let mut y = x.clone();
@@ -64,11 +78,16 @@ async fn toe_shapes_move_the_tail_the_stated_way() {
         // is a tail token, and the direction holds at every position.
         let toe_only: Vec<HlgCurve> = ToeShape::ALL
             .iter()
-            .map(|s| HlgCurve::new(Pivot::Top { offset: 6.0 }, Some(4.0), None, Some(6.0), *s).unwrap())
+            .map(|s| {
+                HlgCurve::new(Pivot::Top { offset: 6.0 }, Some(4.0), None, Some(6.0), *s).unwrap()
+            })
             .collect();
         // The shipped knobs with each toe shape (reported, not asserted: their knee is
         // 7 nats below the top and the shoulder lowers the top).
-        let defaults: Vec<HlgCurve> = ToeShape::ALL.iter().map(|s| HlgCurve::default().with_toe_shape(*s)).collect();
+        let defaults: Vec<HlgCurve> = ToeShape::ALL
+            .iter()
+            .map(|s| HlgCurve::default().with_toe_shape(*s))
+            .collect();
         let (plain, alone) = tail_masses(&logits, t, &toe_only);
         let (_, with_shoulder) = tail_masses(&logits, t, &defaults);
         println!("T = {t}: tail mass (base p < 1e-4), mean over {} positions: plain temperature {plain:.5}", logits.len());
@@ -85,9 +104,21 @@ async fn toe_shapes_move_the_tail_the_stated_way() {
         for x in &logits {
             let one = std::slice::from_ref(x);
             let (p, a) = tail_masses(one, t, &toe_only);
-            assert!(a[0] >= p, "log toe lowered the tail at T = {t}: {} < {p}", a[0]);
-            assert!(a[1] <= p, "quadratic toe raised the tail at T = {t}: {} > {p}", a[1]);
-            assert!(a[2] <= p, "exp toe raised the tail at T = {t}: {} > {p}", a[2]);
+            assert!(
+                a[0] >= p,
+                "log toe lowered the tail at T = {t}: {} < {p}",
+                a[0]
+            );
+            assert!(
+                a[1] <= p,
+                "quadratic toe raised the tail at T = {t}: {} > {p}",
+                a[1]
+            );
+            assert!(
+                a[2] <= p,
+                "exp toe raised the tail at T = {t}: {} > {p}",
+                a[2]
+            );
         }
         assert!(alone[0] > plain && alone[1] < plain && alone[2] < alone[1]);
     }

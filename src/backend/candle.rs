@@ -103,13 +103,25 @@ fn median(x: &Tensor, finite: &Tensor, m: &Tensor, e: &Tensor) -> candle_core::R
     let dev = x.device();
     let rows = x.dim(0)?;
     let zeros = e.zeros_like()?;
-    let half: Vec<f32> = e.sum_keepdim(D::Minus1)?.affine(0.5, 0.0)?.flatten_all()?.to_vec1()?;
+    let half: Vec<f32> = e
+        .sum_keepdim(D::Minus1)?
+        .affine(0.5, 0.0)?
+        .flatten_all()?
+        .to_vec1()?;
     let plus_inf = Tensor::full(f32::INFINITY, x.shape(), dev)?;
-    let lo_v: Vec<f32> = finite.where_cond(x, &plus_inf)?.min_keepdim(D::Minus1)?.flatten_all()?.to_vec1()?;
+    let lo_v: Vec<f32> = finite
+        .where_cond(x, &plus_inf)?
+        .min_keepdim(D::Minus1)?
+        .flatten_all()?
+        .to_vec1()?;
     let top: Vec<f32> = m.flatten_all()?.to_vec1()?;
     let mass_at = |t: &[f32]| -> candle_core::Result<Vec<f32>> {
         let t = Tensor::from_slice(t, (rows, 1), dev)?;
-        x.broadcast_ge(&t)?.where_cond(e, &zeros)?.sum_keepdim(D::Minus1)?.flatten_all()?.to_vec1()
+        x.broadcast_ge(&t)?
+            .where_cond(e, &zeros)?
+            .sum_keepdim(D::Minus1)?
+            .flatten_all()?
+            .to_vec1()
     };
     // Bisection state per row, as order keys; rows whose top holds half are done.
     let mut lo: Vec<u32> = lo_v.iter().map(|&v| key(v)).collect();
@@ -121,7 +133,15 @@ fn median(x: &Tensor, finite: &Tensor, m: &Tensor, e: &Tensor) -> candle_core::R
         }
     }
     while (0..rows).any(|r| hi[r] > lo[r] + 1) {
-        let mid: Vec<u32> = (0..rows).map(|r| if hi[r] > lo[r] + 1 { lo[r] + (hi[r] - lo[r]) / 2 } else { lo[r] }).collect();
+        let mid: Vec<u32> = (0..rows)
+            .map(|r| {
+                if hi[r] > lo[r] + 1 {
+                    lo[r] + (hi[r] - lo[r]) / 2
+                } else {
+                    lo[r]
+                }
+            })
+            .collect();
         let mass = mass_at(&mid.iter().map(|&k| unkey(k)).collect::<Vec<_>>())?;
         for r in 0..rows {
             if hi[r] > lo[r] + 1 {
@@ -133,7 +153,11 @@ fn median(x: &Tensor, finite: &Tensor, m: &Tensor, e: &Tensor) -> candle_core::R
             }
         }
     }
-    Tensor::from_vec(lo.into_iter().map(unkey).collect::<Vec<_>>(), (rows, 1), dev)
+    Tensor::from_vec(
+        lo.into_iter().map(unkey).collect::<Vec<_>>(),
+        (rows, 1),
+        dev,
+    )
 }
 
 /// A key whose unsigned order is the order of the (non-NaN) floats.

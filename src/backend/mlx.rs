@@ -38,12 +38,24 @@ pub fn apply(curve: &HlgCurve, logits: &Array) -> Result<Array> {
     let squeeze = match logits.ndim() {
         1 => true,
         2 => false,
-        r => return Err(Exception::custom(format!("hlg: logits must be [V] or [B, V], got rank {r}"))),
+        r => {
+            return Err(Exception::custom(format!(
+                "hlg: logits must be [V] or [B, V], got rank {r}"
+            )))
+        }
     };
-    let x = if squeeze { logits.expand_dims(0)? } else { logits.clone() };
+    let x = if squeeze {
+        logits.expand_dims(0)?
+    } else {
+        logits.clone()
+    };
     let dtype = x.dtype();
     let y = apply_f32(curve, &x.as_dtype(Dtype::Float32)?)?;
-    let y = if dtype == Dtype::Float32 { y } else { y.as_dtype(dtype)? };
+    let y = if dtype == Dtype::Float32 {
+        y
+    } else {
+        y.as_dtype(dtype)?
+    };
     if squeeze {
         y.squeeze_axes(&[0])
     } else {
@@ -69,7 +81,9 @@ fn apply_f32(curve: &HlgCurve, x: &Array) -> Result<Array> {
         let d = ops::subtract(ops::negative(&z)?, s(w))?;
         let drop = match curve.toe_shape() {
             ToeShape::Log => ops::multiply(s(bt), ops::log1p(ops::multiply(&d, s(1.0 / bt))?)?)?,
-            ToeShape::Quadratic => ops::add(ops::multiply(ops::multiply(&d, s(0.5 / bt))?, &d)?, &d)?,
+            ToeShape::Quadratic => {
+                ops::add(ops::multiply(ops::multiply(&d, s(0.5 / bt))?, &d)?, &d)?
+            }
             ToeShape::Exp => ops::multiply(s(bt), ops::expm1(ops::multiply(&d, s(1.0 / bt))?)?)?,
         };
         let toe = ops::subtract(ops::subtract(&c, s(w))?, &drop)?;

@@ -5,11 +5,15 @@ use std::path::PathBuf;
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
 use mistralrs_hlg::server::{self, load::ModelSource, HlgFlags, HlgServerOptions};
-use serde::Deserialize;
 use mistralrs_hlg::{HlgConfig, ToeShape};
+use serde::Deserialize;
 
 #[derive(Parser)]
-#[command(name = "mistralrs-hlg", version, about = "mistral.rs with HLG sampling")]
+#[command(
+    name = "mistralrs-hlg",
+    version,
+    about = "mistral.rs with HLG sampling"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -241,7 +245,26 @@ struct FileConfig {
 /// The keys [`FileConfig`] reads (serde cannot reject unknown keys next to a flatten).
 fn known_key(key: &str) -> bool {
     let key = key.replace('_', "-");
-    ["model", "model-id", "gguf-file", "quantized-file", "host", "port", "seed", "cpu", "prefix-cache-n", "hlg-backend", "hlg-n-choices", "hlg-batching", "api-key", "allow-admin-routes", "allow-remote-media", "allow-local-media", "served-model-name"].contains(&key.as_str())
+    [
+        "model",
+        "model-id",
+        "gguf-file",
+        "quantized-file",
+        "host",
+        "port",
+        "seed",
+        "cpu",
+        "prefix-cache-n",
+        "hlg-backend",
+        "hlg-n-choices",
+        "hlg-batching",
+        "api-key",
+        "allow-admin-routes",
+        "allow-remote-media",
+        "allow-local-media",
+        "served-model-name",
+    ]
+    .contains(&key.as_str())
         || server::FLAGS.iter().any(|(flag, _)| *flag == key)
 }
 
@@ -254,7 +277,8 @@ fn parse_config(text: &str) -> anyhow::Result<FileConfig> {
 }
 
 fn read_config(path: &PathBuf) -> anyhow::Result<FileConfig> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     parse_config(&text).with_context(|| format!("in {}", path.display()))
 }
 
@@ -277,7 +301,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             ModelSource::resolve(&path.to_string_lossy(), None)?
         }
     };
-    tracing::info!(?source, format = args.format.as_deref().unwrap_or("gguf"), "starting");
+    tracing::info!(
+        ?source,
+        format = args.format.as_deref().unwrap_or("gguf"),
+        "starting"
+    );
     let engine = server::load::EngineOptions {
         cpu: args.cpu || file.cpu.unwrap_or(false),
         seed: args.seed.or(file.seed),
@@ -285,7 +313,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     };
     let mistralrs = server::load::load_with(&source, &engine).await?;
     let router = hlg.router_for(mistralrs, source.hints()).await?;
-    let host = args.host.or(file.host).unwrap_or_else(|| "127.0.0.1".into());
+    let host = args
+        .host
+        .or(file.host)
+        .unwrap_or_else(|| "127.0.0.1".into());
     server::serve(router, &host, args.port.or(file.port).unwrap_or(1234)).await
 }
 
@@ -294,7 +325,10 @@ fn curve(args: CurveArgs) -> anyhow::Result<()> {
     if args.step <= 0.0 || args.to <= args.from {
         bail!("--step must be > 0 and --to greater than --from");
     }
-    let zs: Vec<f64> = (0..).map(|i| args.from + i as f64 * args.step).take_while(|z| *z <= args.to + 1e-9).collect();
+    let zs: Vec<f64> = (0..)
+        .map(|i| args.from + i as f64 * args.step)
+        .take_while(|z| *z <= args.to + 1e-9)
+        .collect();
     let curves: Vec<(&str, Vec<f64>)> = ToeShape::ALL
         .iter()
         .map(|s| {
@@ -304,7 +338,10 @@ fn curve(args: CurveArgs) -> anyhow::Result<()> {
         .collect();
     match args.svg {
         None => {
-            println!("z\tidentity\t{}", curves.iter().map(|c| c.0).collect::<Vec<_>>().join("\t"));
+            println!(
+                "z\tidentity\t{}",
+                curves.iter().map(|c| c.0).collect::<Vec<_>>().join("\t")
+            );
             for (i, z) in zs.iter().enumerate() {
                 let row: Vec<String> = curves.iter().map(|c| format!("{:.6}", c.1[i])).collect();
                 println!("{z}\t{z}\t{}", row.join("\t"));
@@ -312,7 +349,8 @@ fn curve(args: CurveArgs) -> anyhow::Result<()> {
             Ok(())
         }
         Some(path) => {
-            std::fs::write(&path, svg(&zs, &curves)).with_context(|| format!("writing {}", path.display()))?;
+            std::fs::write(&path, svg(&zs, &curves))
+                .with_context(|| format!("writing {}", path.display()))?;
             eprintln!("wrote {}", path.display());
             Ok(())
         }
@@ -327,19 +365,50 @@ fn svg(zs: &[f64], curves: &[(&str, Vec<f64>)]) -> String {
     let px = |x: f64| pad + (x - x0) / (x1 - x0) * (w - 2.0 * pad);
     let py = |y: f64| h - pad - (y.clamp(y0, y1) - y0) / (y1 - y0) * (h - 2.0 * pad);
     let line = |ys: &[f64], color: &str, dash: &str| {
-        let pts: Vec<String> = zs.iter().zip(ys).map(|(&x, &y)| format!("{:.1},{:.1}", px(x), py(y))).collect();
-        format!(r#"<polyline fill="none" stroke="{color}" stroke-width="2" {dash} points="{}"/>"#, pts.join(" "))
+        let pts: Vec<String> = zs
+            .iter()
+            .zip(ys)
+            .map(|(&x, &y)| format!("{:.1},{:.1}", px(x), py(y)))
+            .collect();
+        format!(
+            r#"<polyline fill="none" stroke="{color}" stroke-width="2" {dash} points="{}"/>"#,
+            pts.join(" ")
+        )
     };
     let colors = ["#1f77b4", "#d62728", "#2ca02c"];
-    let mut s = format!(r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="13"><rect width="100%" height="100%" fill="white"/>"#);
-    s += &format!(r##"<line x1="{pad}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#999"/><line x1="{:.1}" y1="{pad}" x2="{:.1}" y2="{:.1}" stroke="#999"/>"##, py(0.0), w - pad, py(0.0), px(0.0), px(0.0), h - pad);
+    let mut s = format!(
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="13"><rect width="100%" height="100%" fill="white"/>"#
+    );
+    s += &format!(
+        r##"<line x1="{pad}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#999"/><line x1="{:.1}" y1="{pad}" x2="{:.1}" y2="{:.1}" stroke="#999"/>"##,
+        py(0.0),
+        w - pad,
+        py(0.0),
+        px(0.0),
+        px(0.0),
+        h - pad
+    );
     s += &line(zs, "#888", r#"stroke-dasharray="5,4""#);
-    s += &format!(r##"<text x="{:.1}" y="{:.1}" fill="#888">identity (temperature)</text>"##, pad + 8.0, pad + 14.0);
+    s += &format!(
+        r##"<text x="{:.1}" y="{:.1}" fill="#888">identity (temperature)</text>"##,
+        pad + 8.0,
+        pad + 14.0
+    );
     for (i, (name, ys)) in curves.iter().enumerate() {
         s += &line(ys, colors[i % 3], "");
-        s += &format!(r#"<text x="{:.1}" y="{:.1}" fill="{}">{name} toe</text>"#, pad + 8.0, pad + 32.0 + 18.0 * i as f64, colors[i % 3]);
+        s += &format!(
+            r#"<text x="{:.1}" y="{:.1}" fill="{}">{name} toe</text>"#,
+            pad + 8.0,
+            pad + 32.0 + 18.0 * i as f64,
+            colors[i % 3]
+        );
     }
-    s += &format!(r#"<text x="{:.1}" y="{:.1}">z = x − c (nats)</text><text x="4" y="{:.1}">g₁(z)</text></svg>"#, w / 2.0 - 40.0, h - 10.0, pad - 8.0);
+    s += &format!(
+        r#"<text x="{:.1}" y="{:.1}">z = x − c (nats)</text><text x="4" y="{:.1}">g₁(z)</text></svg>"#,
+        w / 2.0 - 40.0,
+        h - 10.0,
+        pad - 8.0
+    );
     s
 }
 
@@ -348,9 +417,18 @@ fn progress(total: usize, what: &str) -> indicatif::ProgressBar {
     let bar = indicatif::ProgressBar::new(total as u64);
     if !std::io::stderr().is_terminal() {
         // No terminal to draw on (a log file): a line every 10 seconds instead.
-        bar.set_draw_target(indicatif::ProgressDrawTarget::term_like_with_hz(Box::new(LogLines), 1));
+        bar.set_draw_target(indicatif::ProgressDrawTarget::term_like_with_hz(
+            Box::new(LogLines),
+            1,
+        ));
     }
-    bar.set_style(indicatif::ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} {elapsed_precise} (eta {eta})").unwrap().progress_chars("=> "));
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{msg} [{bar:30}] {pos}/{len} {elapsed_precise} (eta {eta})",
+        )
+        .unwrap()
+        .progress_chars("=> "),
+    );
     bar.set_message(what.to_string());
     bar
 }
@@ -405,30 +483,62 @@ fn eval(cmd: EvalCmd) -> anyhow::Result<()> {
             // Each step as if typed with only --out, so its defaults are the ones above.
             for step in ["capture", "kl", "diversity", "guardrail", "perf"] {
                 eprintln!("=== eval {step}");
-                let argv = ["mistralrs-hlg".as_ref(), "eval".as_ref(), step.as_ref(), "--out".as_ref(), out.out.as_os_str()];
+                let argv = [
+                    "mistralrs-hlg".as_ref(),
+                    "eval".as_ref(),
+                    step.as_ref(),
+                    "--out".as_ref(),
+                    out.out.as_os_str(),
+                ];
                 if let Cmd::Eval(args) = Cli::try_parse_from(argv)?.cmd {
                     eval(args.cmd)?;
                 }
             }
             Ok(())
         }
-        EvalCmd::Capture { out, model, max_tokens, every, temperature } => {
-            let config = capture::CaptureConfig { max_tokens, every, temperature, dequantized: capture::weights_dequantized() };
+        EvalCmd::Capture {
+            out,
+            model,
+            max_tokens,
+            every,
+            temperature,
+        } => {
+            let config = capture::CaptureConfig {
+                max_tokens,
+                every,
+                temperature,
+                dequantized: capture::weights_dequantized(),
+            };
             let prompts = prompts::OPEN_ENDED;
             let c = tokio::runtime::Runtime::new()?.block_on(async {
                 let m = capture::load_model(model.as_deref()).await?;
                 let bar = progress(prompts.len(), "capture");
-                let c = capture::capture(&m, &prompts, &config, |i| bar.set_position(i as u64)).await;
+                let c =
+                    capture::capture(&m, &prompts, &config, |i| bar.set_position(i as u64)).await;
                 bar.finish();
                 c
             })?;
             let dir = out.out.join("capture");
             c.save(&dir)?;
-            eprintln!("{} positions × {} entries from {} prompts → {}", c.rows.len(), c.vocab, prompts.len(), dir.display());
+            eprintln!(
+                "{} positions × {} entries from {} prompts → {}",
+                c.rows.len(),
+                c.vocab,
+                prompts.len(),
+                dir.display()
+            );
             Ok(())
         }
-        EvalCmd::Kl { out, temperature, level, threads, hlg } => {
-            let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
+        EvalCmd::Kl {
+            out,
+            temperature,
+            level,
+            threads,
+            hlg,
+        } => {
+            let threads = threads
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+                .max(1);
             if !(temperature > 0.0 && temperature.is_finite() && level > 0.0 && level.is_finite()) {
                 bail!("--temperature and --level must be finite numbers > 0");
             }
@@ -447,13 +557,27 @@ fn eval(cmd: EvalCmd) -> anyhow::Result<()> {
             let bar = progress(0, "kl matched");
             let matched = kl::characterise_matched(&c, &base, level, threads, to(&bar))?;
             bar.finish();
-            std::fs::write(out.out.join("kl.json"), serde_json::to_string_pretty(&serde_json::json!({"fixed_temperature": report, "matched_entropy": matched}))?)?;
-            std::fs::write(out.out.join("kl.md"), kl_table(&report) + "\n" + &matched_table(&matched))?;
+            std::fs::write(
+                out.out.join("kl.json"),
+                serde_json::to_string_pretty(
+                    &serde_json::json!({"fixed_temperature": report, "matched_entropy": matched}),
+                )?,
+            )?;
+            std::fs::write(
+                out.out.join("kl.md"),
+                kl_table(&report) + "\n" + &matched_table(&matched),
+            )?;
             std::fs::write(out.out.join("kl-matched.svg"), matched_plot(&matched))?;
             let colors = ["#1f77b4", "#d62728", "#2ca02c"];
             for (knob, points) in &report.sweeps {
-                let xs: Vec<String> = points.iter().filter(|p| p.toe_shape == "log").map(|p| p.value.clone()).collect();
-                let measure = |title: &str, f: fn(&mistralrs_hlg::eval::metrics::Stats) -> f64, with_ref: bool| plot::Panel {
+                let xs: Vec<String> = points
+                    .iter()
+                    .filter(|p| p.toe_shape == "log")
+                    .map(|p| p.value.clone())
+                    .collect();
+                let measure = |title: &str,
+                               f: fn(&mistralrs_hlg::eval::metrics::Stats) -> f64,
+                               with_ref: bool| plot::Panel {
                     title: title.to_string(),
                     xs: xs.clone(),
                     series: ToeShape::ALL
@@ -462,7 +586,11 @@ fn eval(cmd: EvalCmd) -> anyhow::Result<()> {
                         .map(|(i, s)| plot::Series {
                             name: s.name(),
                             color: colors[i],
-                            ys: points.iter().filter(|p| p.toe_shape == s.name()).map(|p| Some(f(&p.mean))).collect(),
+                            ys: points
+                                .iter()
+                                .filter(|p| p.toe_shape == s.name())
+                                .map(|p| Some(f(&p.mean)))
+                                .collect(),
                         })
                         .collect(),
                     reference: with_ref.then(|| (f(&report.temperature_only), "temperature")),
@@ -474,15 +602,31 @@ fn eval(cmd: EvalCmd) -> anyhow::Result<()> {
                     measure("top-token mass", |s| s.top_mass, true),
                     measure("tail mass (base p < 1e-4)", |s| s.tail_mass, true),
                 ];
-                let title = format!("{knob} (others at their defaults), T = {temperature}, {} positions", report.positions);
-                std::fs::write(out.out.join(format!("kl-{knob}.svg")), plot::grid(&title, &panels, 2))?;
+                let title = format!(
+                    "{knob} (others at their defaults), T = {temperature}, {} positions",
+                    report.positions
+                );
+                std::fs::write(
+                    out.out.join(format!("kl-{knob}.svg")),
+                    plot::grid(&title, &panels, 2),
+                )?;
             }
-            eprintln!("{} → {}", "kl.json, kl.md, kl-<knob>.svg", out.out.display());
+            eprintln!("kl.json, kl.md, kl-<knob>.svg → {}", out.out.display());
             Ok(())
         }
-        EvalCmd::Diversity { online, level, prompts, samples, max_tokens } => {
+        EvalCmd::Diversity {
+            online,
+            level,
+            prompts,
+            samples,
+            max_tokens,
+        } => {
             use mistralrs_hlg::eval::diversity;
-            if !(level > 0.0 && level.is_finite()) || prompts == 0 || samples == 0 || max_tokens == 0 {
+            if !(level > 0.0 && level.is_finite())
+                || prompts == 0
+                || samples == 0
+                || max_tokens == 0
+            {
                 bail!("--level must be > 0; --prompts, --samples and --max-tokens at least 1");
             }
             let hlg = online.hlg.defaults().map_err(anyhow::Error::msg)?;
@@ -496,7 +640,11 @@ fn eval(cmd: EvalCmd) -> anyhow::Result<()> {
             }
             let methods = diversity::matched(&c, level, &hlg)?;
             for (s, h) in &methods {
-                eprintln!("{:<18} T = {:.4}  offline mean entropy {h:.4}", s.name(), s.temperature());
+                eprintln!(
+                    "{:<18} T = {:.4}  offline mean entropy {h:.4}",
+                    s.name(),
+                    s.temperature()
+                );
             }
             let ps: Vec<&str> = prompts::OPEN_ENDED.iter().copied().take(prompts).collect();
             let results = tokio::runtime::Runtime::new()?.block_on(async {
@@ -504,7 +652,10 @@ fn eval(cmd: EvalCmd) -> anyhow::Result<()> {
                 let bar = progress(methods.len() * ps.len() * samples, "diversity");
                 let mut out = vec![];
                 for (s, h) in &methods {
-                    out.push(diversity::run_method(&m, &ps, s, *h, samples, max_tokens, || bar.inc(1)).await?);
+                    out.push(
+                        diversity::run_method(&m, &ps, s, *h, samples, max_tokens, || bar.inc(1))
+                            .await?,
+                    );
                 }
                 bar.finish();
                 anyhow::Ok(out)
@@ -513,53 +664,105 @@ fn eval(cmd: EvalCmd) -> anyhow::Result<()> {
             std::fs::create_dir_all(dir)?;
             let path = dir.join("diversity.json");
             let previous = std::fs::read_to_string(&path).ok();
-            let level = diversity::Level { level, methods: results };
-            let (doc, kept) = diversity::Doc::merged(previous.as_deref(), ps.len(), samples, max_tokens, level);
+            let level = diversity::Level {
+                level,
+                methods: results,
+            };
+            let (doc, kept) =
+                diversity::Doc::merged(previous.as_deref(), ps.len(), samples, max_tokens, level);
             if previous.is_some() && !kept {
-                eprintln!("note: {} held another run size (or was unreadable): replaced, not merged", path.display());
+                eprintln!(
+                    "note: {} held another run size (or was unreadable): replaced, not merged",
+                    path.display()
+                );
             }
             std::fs::write(&path, serde_json::to_string_pretty(&doc)?)?;
             std::fs::write(dir.join("diversity.md"), diversity_table(&doc))?;
             std::fs::write(dir.join("diversity.svg"), diversity_plot(&doc))?;
-            eprintln!("diversity.json, diversity.md, diversity.svg → {}", dir.display());
+            eprintln!(
+                "diversity.json, diversity.md, diversity.svg → {}",
+                dir.display()
+            );
             Ok(())
         }
-        EvalCmd::Guardrail { online, temperatures, max_tokens, items, samples } => {
+        EvalCmd::Guardrail {
+            online,
+            temperatures,
+            max_tokens,
+            items,
+            samples,
+        } => {
             use mistralrs_hlg::eval::{guardrail, sampler::Sampler};
-            if temperatures.iter().any(|t| !(*t > 0.0 && t.is_finite())) || max_tokens == 0 || samples == 0 {
+            if temperatures.iter().any(|t| !(*t > 0.0 && t.is_finite()))
+                || max_tokens == 0
+                || samples == 0
+            {
                 bail!("--temperatures must be numbers > 0; --max-tokens and --samples at least 1");
             }
             let hlg = online.hlg.defaults().map_err(anyhow::Error::msg)?;
             let mut samplers: Vec<Option<Sampler>> = vec![None];
             for &t in &temperatures {
                 samplers.push(Some(Sampler::Temperature { t }));
-                samplers.push(Some(Sampler::TopP { t, p: mistralrs_hlg::eval::diversity::TOP_P }));
-                samplers.push(Some(Sampler::MinP { t, min_p: mistralrs_hlg::eval::diversity::MIN_P }));
+                samplers.push(Some(Sampler::TopP {
+                    t,
+                    p: mistralrs_hlg::eval::diversity::TOP_P,
+                }));
+                samplers.push(Some(Sampler::MinP {
+                    t,
+                    min_p: mistralrs_hlg::eval::diversity::MIN_P,
+                }));
                 for shape in ToeShape::ALL {
                     let mut cfg = hlg.clone();
-                    cfg.set("toe_shape", mistralrs_hlg::config::RawValue::Str(shape.name().into()))?;
-                    samplers.push(Some(Sampler::Hlg { t, hlg: cfg.resolved(true) }));
+                    cfg.set(
+                        "toe_shape",
+                        mistralrs_hlg::config::RawValue::Str(shape.name().into()),
+                    )?;
+                    samplers.push(Some(Sampler::Hlg {
+                        t,
+                        hlg: cfg.resolved(true),
+                    }));
                 }
             }
-            let n = items.unwrap_or(guardrail::TASKS.len()).min(guardrail::TASKS.len());
+            let n = items
+                .unwrap_or(guardrail::TASKS.len())
+                .min(guardrail::TASKS.len());
             let results = tokio::runtime::Runtime::new()?.block_on(async {
                 let m = capture::load_model(online.model.as_deref()).await?;
                 let bar = progress((1 + (samplers.len() - 1) * samples) * n, "guardrail");
                 let mut out = vec![];
                 for s in &samplers {
-                    out.push(guardrail::run(&m, &guardrail::TASKS[..n], s.as_ref(), samples, max_tokens, || bar.inc(1)).await?);
+                    out.push(
+                        guardrail::run(
+                            &m,
+                            &guardrail::TASKS[..n],
+                            s.as_ref(),
+                            samples,
+                            max_tokens,
+                            || bar.inc(1),
+                        )
+                        .await?,
+                    );
                 }
                 bar.finish();
                 anyhow::Ok(out)
             })?;
             let dir = &online.out.out;
             std::fs::create_dir_all(dir)?;
-            std::fs::write(dir.join("guardrail.json"), serde_json::to_string_pretty(&results)?)?;
-            let ci = if samples == 1 { "Wilson intervals".to_string() } else { format!("{samples} samples per item (greedy: one), intervals over items") };
+            std::fs::write(
+                dir.join("guardrail.json"),
+                serde_json::to_string_pretty(&results)?,
+            )?;
+            let ci = if samples == 1 {
+                "Wilson intervals".to_string()
+            } else {
+                format!("{samples} samples per item (greedy: one), intervals over items")
+            };
             let mut md = format!("{n} items, {max_tokens} tokens per answer; 95 % {ci}. The last column: the method's accuracy minus plain temperature's at the same T, item by item (mean and 95 % interval over items).\n\n| method | correct | accuracy | 95 % CI | − temperature, paired |\n| --- | --- | --- | --- | --- |\n");
             for a in &results {
                 let t = a.sampler.as_ref().map(|s| s.temperature());
-                let plain = results.iter().find(|b| matches!(b.sampler, Some(Sampler::Temperature { t: bt }) if Some(bt) == t));
+                let plain = results.iter().find(
+                    |b| matches!(b.sampler, Some(Sampler::Temperature { t: bt }) if Some(bt) == t),
+                );
                 let diff = match plain {
                     Some(p) if !std::ptr::eq(p, a) => {
                         let (d, (lo, hi)) = guardrail::paired_difference(a, p);
@@ -567,13 +770,26 @@ fn eval(cmd: EvalCmd) -> anyhow::Result<()> {
                     }
                     _ => String::new(),
                 };
-                md += &format!("| {} | {}/{} | {:.3} | {:.3}–{:.3} | {diff} |\n", a.name, a.correct, a.items * a.samples, a.rate(), a.ci95.0, a.ci95.1);
+                md += &format!(
+                    "| {} | {}/{} | {:.3} | {:.3}–{:.3} | {diff} |\n",
+                    a.name,
+                    a.correct,
+                    a.items * a.samples,
+                    a.rate(),
+                    a.ci95.0,
+                    a.ci95.1
+                );
             }
             std::fs::write(dir.join("guardrail.md"), md)?;
             eprintln!("guardrail.json, guardrail.md → {}", dir.display());
             Ok(())
         }
-        EvalCmd::Perf { online, rounds, max_tokens, temperature } => {
+        EvalCmd::Perf {
+            online,
+            rounds,
+            max_tokens,
+            temperature,
+        } => {
             use mistralrs_hlg::eval::perf;
             if rounds == 0 || max_tokens == 0 || !(temperature > 0.0 && temperature.is_finite()) {
                 bail!("--rounds and --max-tokens at least 1; --temperature > 0");
@@ -583,16 +799,27 @@ fn eval(cmd: EvalCmd) -> anyhow::Result<()> {
             let (samples, summary) = tokio::runtime::Runtime::new()?.block_on(async {
                 let m = capture::load_model(online.model.as_deref()).await?;
                 let bar = progress(rounds * perf::Arm::ALL.len() * ps.len(), "perf");
-                let r = perf::run(&m, &ps, curve, temperature, rounds, max_tokens, || bar.inc(1)).await;
+                let r = perf::run(&m, &ps, curve, temperature, rounds, max_tokens, || {
+                    bar.inc(1)
+                })
+                .await;
                 bar.finish();
                 r
             })?;
             let dir = &online.out.out;
             std::fs::create_dir_all(dir)?;
-            std::fs::write(dir.join("perf.json"), serde_json::to_string_pretty(&serde_json::json!({"rounds": samples, "summary": summary}))?)?;
+            std::fs::write(
+                dir.join("perf.json"),
+                serde_json::to_string_pretty(
+                    &serde_json::json!({"rounds": samples, "summary": summary}),
+                )?,
+            )?;
             let mut md = format!("{rounds} rounds × {} prompts × {max_tokens} tokens at T = {temperature}, arms rotated per round; medians over rounds.\n\n| arm | decode tok/s | ratio to off | prompt ms | wall ms/token |\n| --- | --- | --- | --- | --- |\n", ps.len());
             for s in &summary {
-                md += &format!("| {:?} | {:.2} | {:.3} | {:.1} | {:.1} |\n", s.arm, s.decode_tok_s, s.decode_ratio_to_off, s.prompt_ms, s.wall_ms_per_token);
+                md += &format!(
+                    "| {:?} | {:.2} | {:.3} | {:.1} | {:.1} |\n",
+                    s.arm, s.decode_tok_s, s.decode_ratio_to_off, s.prompt_ms, s.wall_ms_per_token
+                );
             }
             std::fs::write(dir.join("perf.md"), md)?;
             eprintln!("perf.json, perf.md → {}", dir.display());
@@ -625,7 +852,9 @@ fn diversity_table(doc: &mistralrs_hlg::eval::diversity::Doc) -> String {
 fn diversity_plot(doc: &mistralrs_hlg::eval::diversity::Doc) -> String {
     use mistralrs_hlg::eval::diversity::MethodResult;
     let (w, h, pad) = (760.0, 360.0, 50.0);
-    let colors = ["#555", "#9467bd", "#8c564b", "#1f77b4", "#d62728", "#2ca02c"];
+    let colors = [
+        "#555", "#9467bd", "#8c564b", "#1f77b4", "#d62728", "#2ca02c",
+    ];
     let levels: Vec<String> = doc.levels.iter().map(|l| l.level.to_string()).collect();
     let mut s = format!(
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11"><rect width="100%" height="100%" fill="white"/><text x="10" y="16" font-size="13">diversity vs quality at matched entropy (levels T = {}; small labels: the level)</text>"#,
@@ -640,16 +869,32 @@ fn diversity_plot(doc: &mistralrs_hlg::eval::diversity::Doc) -> String {
             }
         }
     }
-    let panels: [(&str, &str, fn(&MethodResult) -> (f64, f64)); 2] = [
-        ("tail-garbage rate (lower: better)", "distinct-2", |r| (r.tail_garbage_rate, r.distinct[1])),
-        ("mean base log-prob (higher: better)", "1 − self-BLEU", |r| (r.mean_base_logprob, 1.0 - r.self_bleu)),
+    // (x label, y label, the point of a method).
+    type Panel<'a> = (&'a str, &'a str, fn(&MethodResult) -> (f64, f64));
+    let panels: [Panel; 2] = [
+        ("tail-garbage rate (lower: better)", "distinct-2", |r| {
+            (r.tail_garbage_rate, r.distinct[1])
+        }),
+        (
+            "mean base log-prob (higher: better)",
+            "1 − self-BLEU",
+            |r| (r.mean_base_logprob, 1.0 - r.self_bleu),
+        ),
     ];
     for (k, (xl, yl, f)) in panels.iter().enumerate() {
         let ox = k as f64 * w / 2.0;
         let (l, r, t, b) = (ox + pad, ox + w / 2.0 - 20.0, 40.0, h - pad);
-        let all: Vec<(f64, f64)> = doc.levels.iter().flat_map(|lv| lv.methods.iter().map(f)).collect();
+        let all: Vec<(f64, f64)> = doc
+            .levels
+            .iter()
+            .flat_map(|lv| lv.methods.iter().map(f))
+            .collect();
         let span = |v: Vec<f64>| {
-            let (lo, hi) = v.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| (a.min(x), b.max(x)));
+            let (lo, hi) = v
+                .iter()
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| {
+                    (a.min(x), b.max(x))
+                });
             let m = ((hi - lo) * 0.15).max(1e-9);
             (lo - m, hi + m)
         };
@@ -657,26 +902,64 @@ fn diversity_plot(doc: &mistralrs_hlg::eval::diversity::Doc) -> String {
         let (y0, y1) = span(all.iter().map(|p| p.1).collect());
         let px = |x: f64| l + (r - l) * (x - x0) / (x1 - x0);
         let py = |y: f64| b - (b - t) * (y - y0) / (y1 - y0);
-        s += &format!(r##"<rect x="{l}" y="{t}" width="{:.1}" height="{:.1}" fill="none" stroke="#bbb"/><text x="{:.1}" y="{:.1}" text-anchor="middle">{xl}</text><text x="{:.1}" y="{:.1}" text-anchor="end">{yl}</text>"##, r - l, b - t, (l + r) / 2.0, b + 30.0, l + 60.0, t - 4.0);
-        s += &format!(r#"<text x="{l}" y="{:.1}">{x0:.3}</text><text x="{r}" y="{:.1}" text-anchor="end">{x1:.3}</text><text x="{:.1}" y="{b}" text-anchor="end">{y0:.3}</text><text x="{:.1}" y="{:.1}" text-anchor="end">{y1:.3}</text>"#, b + 14.0, b + 14.0, l - 3.0, l - 3.0, t + 9.0);
+        s += &format!(
+            r##"<rect x="{l}" y="{t}" width="{:.1}" height="{:.1}" fill="none" stroke="#bbb"/><text x="{:.1}" y="{:.1}" text-anchor="middle">{xl}</text><text x="{:.1}" y="{:.1}" text-anchor="end">{yl}</text>"##,
+            r - l,
+            b - t,
+            (l + r) / 2.0,
+            b + 30.0,
+            l + 60.0,
+            t - 4.0
+        );
+        s += &format!(
+            r#"<text x="{l}" y="{:.1}">{x0:.3}</text><text x="{r}" y="{:.1}" text-anchor="end">{x1:.3}</text><text x="{:.1}" y="{b}" text-anchor="end">{y0:.3}</text><text x="{:.1}" y="{:.1}" text-anchor="end">{y1:.3}</text>"#,
+            b + 14.0,
+            b + 14.0,
+            l - 3.0,
+            l - 3.0,
+            t + 9.0
+        );
         for (i, name) in names.iter().enumerate() {
             let c = colors[i % colors.len()];
             let pts: Vec<(f64, f64, f64)> = doc
                 .levels
                 .iter()
-                .filter_map(|lv| lv.methods.iter().find(|m| m.name == *name).map(|m| (lv.level, f(m).0, f(m).1)))
+                .filter_map(|lv| {
+                    lv.methods
+                        .iter()
+                        .find(|m| m.name == *name)
+                        .map(|m| (lv.level, f(m).0, f(m).1))
+                })
                 .collect();
             if pts.len() > 1 {
-                let line: Vec<String> = pts.iter().map(|(_, x, y)| format!("{:.1},{:.1}", px(*x), py(*y))).collect();
-                s += &format!(r#"<polyline points="{}" fill="none" stroke="{c}" stroke-width="1.5"/>"#, line.join(" "));
+                let line: Vec<String> = pts
+                    .iter()
+                    .map(|(_, x, y)| format!("{:.1},{:.1}", px(*x), py(*y)))
+                    .collect();
+                s += &format!(
+                    r#"<polyline points="{}" fill="none" stroke="{c}" stroke-width="1.5"/>"#,
+                    line.join(" ")
+                );
             }
             for (j, (lv, x, y)) in pts.iter().enumerate() {
-                s += &format!(r#"<circle cx="{:.1}" cy="{:.1}" r="4" fill="{c}"/>"#, px(*x), py(*y));
+                s += &format!(
+                    r#"<circle cx="{:.1}" cy="{:.1}" r="4" fill="{c}"/>"#,
+                    px(*x),
+                    py(*y)
+                );
                 if pts.len() > 1 {
-                    s += &format!(r#"<text x="{:.1}" y="{:.1}" fill="{c}" font-size="9">{lv}</text>"#, px(*x) + 5.0, py(*y) - 5.0);
+                    s += &format!(
+                        r#"<text x="{:.1}" y="{:.1}" fill="{c}" font-size="9">{lv}</text>"#,
+                        px(*x) + 5.0,
+                        py(*y) - 5.0
+                    );
                 }
                 if j + 1 == pts.len() {
-                    s += &format!(r#"<text x="{:.1}" y="{:.1}" fill="{c}">{name}</text>"#, px(*x) + 7.0, py(*y) + 10.0);
+                    s += &format!(
+                        r#"<text x="{:.1}" y="{:.1}" fill="{c}">{name}</text>"#,
+                        px(*x) + 7.0,
+                        py(*y) + 10.0
+                    );
                 }
             }
         }
@@ -689,11 +972,17 @@ fn matched_table(m: &mistralrs_hlg::eval::kl::Matched) -> String {
     let mut s = format!("At matched entropy: every point at the temperature giving plain temperature's mean entropy at T = {} ({:.3} nats on every third position).\n\n", m.level, m.target_entropy);
     s += "| knob | value | method | T | entropy | top mass | tail mass |\n| --- | --- | --- | --- | --- | --- | --- |\n";
     for p in &m.baselines {
-        s += &format!("| baseline | | {} | {:.3} | {:.3} | {:.3} | {:.2e} |\n", p.method, p.t, p.mean.entropy, p.mean.top_mass, p.mean.tail_mass);
+        s += &format!(
+            "| baseline | | {} | {:.3} | {:.3} | {:.3} | {:.2e} |\n",
+            p.method, p.t, p.mean.entropy, p.mean.top_mass, p.mean.tail_mass
+        );
     }
     for (knob, points) in &m.sweeps {
         for p in points {
-            s += &format!("| {knob} | {} | {} | {:.3} | {:.3} | {:.3} | {:.2e} |\n", p.value, p.method, p.t, p.mean.entropy, p.mean.top_mass, p.mean.tail_mass);
+            s += &format!(
+                "| {knob} | {} | {} | {:.3} | {:.3} | {:.3} | {:.2e} |\n",
+                p.value, p.method, p.t, p.mean.entropy, p.mean.top_mass, p.mean.tail_mass
+            );
         }
     }
     s
@@ -703,26 +992,54 @@ fn matched_table(m: &mistralrs_hlg::eval::kl::Matched) -> String {
 fn matched_plot(m: &mistralrs_hlg::eval::kl::Matched) -> String {
     use mistralrs_hlg::eval::plot;
     let colors = ["#1f77b4", "#d62728", "#2ca02c"];
-    let base = |name: &str| m.baselines.iter().find(|p| p.method.starts_with(name)).map(|p| p.mean);
+    let base = |name: &str| {
+        m.baselines
+            .iter()
+            .find(|p| p.method.starts_with(name))
+            .map(|p| p.mean)
+    };
     let temp = base("temperature").unwrap_or_default();
     let mut panels = vec![];
     for (knob, points) in &m.sweeps {
-        let xs: Vec<String> = points.iter().filter(|p| p.method == "log").map(|p| p.value.clone()).collect();
-        for (what, f) in [("tail mass", (|s: &mistralrs_hlg::eval::metrics::Stats| s.tail_mass) as fn(&_) -> f64), ("top-token mass", |s| s.top_mass)] {
+        let xs: Vec<String> = points
+            .iter()
+            .filter(|p| p.method == "log")
+            .map(|p| p.value.clone())
+            .collect();
+        for (what, f) in [
+            (
+                "tail mass",
+                (|s: &mistralrs_hlg::eval::metrics::Stats| s.tail_mass) as fn(&_) -> f64,
+            ),
+            ("top-token mass", |s| s.top_mass),
+        ] {
             panels.push(plot::Panel {
                 title: format!("{knob}: {what}"),
                 xs: xs.clone(),
                 series: ToeShape::ALL
                     .iter()
                     .enumerate()
-                    .map(|(i, sh)| plot::Series { name: sh.name(), color: colors[i], ys: points.iter().filter(|p| p.method == sh.name()).map(|p| Some(f(&p.mean))).collect() })
+                    .map(|(i, sh)| plot::Series {
+                        name: sh.name(),
+                        color: colors[i],
+                        ys: points
+                            .iter()
+                            .filter(|p| p.method == sh.name())
+                            .map(|p| Some(f(&p.mean)))
+                            .collect(),
+                    })
                     .collect(),
                 reference: Some((f(&temp), "temperature")),
                 log_y: what == "tail mass",
             });
         }
     }
-    let title = format!("at plain temperature's entropy at T = {}; tail mass: top-p 0.9 {:.1e}, min-p 0.05 {:.1e}", m.level, base("top_p").unwrap_or_default().tail_mass, base("min_p").unwrap_or_default().tail_mass);
+    let title = format!(
+        "at plain temperature's entropy at T = {}; tail mass: top-p 0.9 {:.1e}, min-p 0.05 {:.1e}",
+        m.level,
+        base("top_p").unwrap_or_default().tail_mass,
+        base("min_p").unwrap_or_default().tail_mass
+    );
     plot::grid(&title, &panels, 2)
 }
 
@@ -734,7 +1051,10 @@ fn kl_table(r: &mistralrs_hlg::eval::kl::Report) -> String {
     for (knob, points) in &r.sweeps {
         for p in points {
             let m = &p.mean;
-            s += &format!("| {knob} | {} | {} | {:.4} | {:.3} | {:.3} | {:.2e} |\n", p.value, p.toe_shape, m.kl, m.entropy, m.top_mass, m.tail_mass);
+            s += &format!(
+                "| {knob} | {} | {} | {:.4} | {:.3} | {:.3} | {:.2e} |\n",
+                p.value, p.toe_shape, m.kl, m.entropy, m.top_mass, m.tail_mass
+            );
         }
     }
     s
@@ -747,7 +1067,10 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse().cmd {
         Cmd::Serve(args) => tokio::runtime::Runtime::new()?.block_on(serve(args)),
         Cmd::FetchModel => {
-            println!("{}", mistralrs_hlg::model::ensure_default_model()?.display());
+            println!(
+                "{}",
+                mistralrs_hlg::model::ensure_default_model()?.display()
+            );
             Ok(())
         }
         Cmd::Curve(args) => curve(args),
@@ -770,8 +1093,12 @@ mod tests {
     #[test]
     fn config_file_sets_serve_options_and_flags_win() {
         let file = parse_config("model = \"m.gguf\"\nport = 8080\nhlg-sampling = \"on\"\nhlg-toe = 2\nhlg-n-choices = \"batched\"").unwrap();
-        assert_eq!((file.model.as_deref(), file.port), (Some("m.gguf"), Some(8080)));
-        let args = ServeArgs::try_parse_from(["serve", "--hlg-toe", "5", "--hlg-width", "off"]).unwrap();
+        assert_eq!(
+            (file.model.as_deref(), file.port),
+            (Some("m.gguf"), Some(8080))
+        );
+        let args =
+            ServeArgs::try_parse_from(["serve", "--hlg-toe", "5", "--hlg-width", "off"]).unwrap();
         let hlg = args.hlg.over(&file.hlg);
         let cfg = hlg.flags.defaults().unwrap();
         assert_eq!(cfg.enabled(), Some(true));
@@ -782,15 +1109,55 @@ mod tests {
 
     #[test]
     fn upstream_flag_names() {
-        let args = ServeArgs::try_parse_from(["serve", "-p", "8080", "--seed", "1", "-m", "/m", "-f", "x.gguf", "--format", "gguf", "--cpu", "--prefix-cache-n", "4"]).unwrap();
+        let args = ServeArgs::try_parse_from([
+            "serve",
+            "-p",
+            "8080",
+            "--seed",
+            "1",
+            "-m",
+            "/m",
+            "-f",
+            "x.gguf",
+            "--format",
+            "gguf",
+            "--cpu",
+            "--prefix-cache-n",
+            "4",
+        ])
+        .unwrap();
         assert_eq!((args.port, args.seed), (Some(8080), Some(1)));
-        assert_eq!((args.cpu, args.prefix_cache_n, args.format.as_deref()), (true, Some(4), Some("gguf")));
-        assert!(ServeArgs::try_parse_from(["serve", "--format", "safetensors"]).is_err(), "only gguf is served");
-        assert_eq!((args.model.as_deref(), args.gguf_file.as_deref()), (Some("/m"), Some("x.gguf")));
-        let old = ServeArgs::try_parse_from(["serve", "--port", "9", "--model", "/m", "--gguf-file", "y.gguf"]).unwrap();
-        assert_eq!((old.port, old.model.as_deref(), old.gguf_file.as_deref()), (Some(9), Some("/m"), Some("y.gguf")));
+        assert_eq!(
+            (args.cpu, args.prefix_cache_n, args.format.as_deref()),
+            (true, Some(4), Some("gguf"))
+        );
+        assert!(
+            ServeArgs::try_parse_from(["serve", "--format", "safetensors"]).is_err(),
+            "only gguf is served"
+        );
+        assert_eq!(
+            (args.model.as_deref(), args.gguf_file.as_deref()),
+            (Some("/m"), Some("x.gguf"))
+        );
+        let old = ServeArgs::try_parse_from([
+            "serve",
+            "--port",
+            "9",
+            "--model",
+            "/m",
+            "--gguf-file",
+            "y.gguf",
+        ])
+        .unwrap();
+        assert_eq!(
+            (old.port, old.model.as_deref(), old.gguf_file.as_deref()),
+            (Some(9), Some("/m"), Some("y.gguf"))
+        );
         let file = parse_config("model-id = \"/m\"\nquantized-file = \"z.gguf\"\nseed = 3\ncpu = true\nprefix-cache-n = 0").unwrap();
-        assert_eq!((file.model.as_deref(), file.gguf_file.as_deref(), file.seed), (Some("/m"), Some("z.gguf"), Some(3)));
+        assert_eq!(
+            (file.model.as_deref(), file.gguf_file.as_deref(), file.seed),
+            (Some("/m"), Some("z.gguf"), Some(3))
+        );
         assert_eq!((file.cpu, file.prefix_cache_n), (Some(true), Some(0)));
     }
 
@@ -801,7 +1168,10 @@ mod tests {
         let e = parse_config("port = 70000").unwrap_err();
         assert!(e.to_string().contains("port"), "{e}");
         let file = parse_config("hlg-width = -1").unwrap();
-        assert_eq!(file.hlg.flags.defaults().unwrap_err(), r#"--hlg-width: `hlg.width` must be a number in [0, 1000] or "off", got -1"#);
+        assert_eq!(
+            file.hlg.flags.defaults().unwrap_err(),
+            r#"--hlg-width: `hlg.width` must be a number in [0, 1000] or "off", got -1"#
+        );
     }
 
     /// The flags parse on the subcommand as a user types them.

@@ -33,7 +33,12 @@ pub fn weights_dequantized() -> bool {
 
 impl Default for CaptureConfig {
     fn default() -> Self {
-        CaptureConfig { max_tokens: 48, every: 4, temperature: 1.0, dequantized: false }
+        CaptureConfig {
+            max_tokens: 48,
+            every: 4,
+            temperature: 1.0,
+            dequantized: false,
+        }
     }
 }
 
@@ -73,7 +78,10 @@ impl Capture {
     /// Writes `capture.json` and `logits.f32` (little-endian) into `dir`.
     pub fn save(&self, dir: &Path) -> anyhow::Result<()> {
         std::fs::create_dir_all(dir)?;
-        std::fs::write(dir.join("capture.json"), serde_json::to_string_pretty(self)?)?;
+        std::fs::write(
+            dir.join("capture.json"),
+            serde_json::to_string_pretty(self)?,
+        )?;
         let mut f = std::io::BufWriter::new(std::fs::File::create(dir.join("logits.f32"))?);
         for v in &self.logits {
             f.write_all(&v.to_le_bytes())?;
@@ -85,30 +93,62 @@ impl Capture {
     /// Reads what [`Capture::save`] wrote.
     pub fn load(dir: &Path) -> anyhow::Result<Capture> {
         let meta = dir.join("capture.json");
-        let text = std::fs::read_to_string(&meta).with_context(|| format!("reading {} (run `mistralrs-hlg eval capture` first)", meta.display()))?;
-        let mut c: Capture = serde_json::from_str(&text).with_context(|| format!("parsing {}", meta.display()))?;
+        let text = std::fs::read_to_string(&meta).with_context(|| {
+            format!(
+                "reading {} (run `mistralrs-hlg eval capture` first)",
+                meta.display()
+            )
+        })?;
+        let mut c: Capture =
+            serde_json::from_str(&text).with_context(|| format!("parsing {}", meta.display()))?;
         let mut bytes = vec![];
         std::fs::File::open(dir.join("logits.f32"))?.read_to_end(&mut bytes)?;
-        ensure!(bytes.len() == c.rows.len() * c.vocab * 4, "logits.f32 holds {} bytes, expected {} rows × {} × 4", bytes.len(), c.rows.len(), c.vocab);
-        c.logits = bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+        ensure!(
+            bytes.len() == c.rows.len() * c.vocab * 4,
+            "logits.f32 holds {} bytes, expected {} rows × {} × 4",
+            bytes.len(),
+            c.rows.len(),
+            c.vocab
+        );
+        c.logits = bytes
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
         Ok(c)
     }
 }
 
 /// Generates from each prompt, one request after another, and records the logits at
 /// every `every`-th step. `progress` is called after each prompt.
-pub async fn capture(model: &mistralrs::Model, prompts: &[&str], config: &CaptureConfig, mut progress: impl FnMut(usize)) -> anyhow::Result<Capture> {
-    ensure!(config.every >= 1 && config.max_tokens >= 1 && config.temperature > 0.0, "capture: every >= 1, max_tokens >= 1, temperature > 0");
-    let mut out = Capture { config: config.clone(), vocab: 0, prompts: prompts.iter().map(|p| p.to_string()).collect(), texts: vec![], rows: vec![], logits: vec![] };
+pub async fn capture(
+    model: &mistralrs::Model,
+    prompts: &[&str],
+    config: &CaptureConfig,
+    mut progress: impl FnMut(usize),
+) -> anyhow::Result<Capture> {
+    ensure!(
+        config.every >= 1 && config.max_tokens >= 1 && config.temperature > 0.0,
+        "capture: every >= 1, max_tokens >= 1, temperature > 0"
+    );
+    let mut out = Capture {
+        config: config.clone(),
+        vocab: 0,
+        prompts: prompts.iter().map(|p| p.to_string()).collect(),
+        texts: vec![],
+        rows: vec![],
+        logits: vec![],
+    };
     for (pi, p) in prompts.iter().enumerate() {
-        let seen: Arc<Mutex<(usize, Vec<(usize, Vec<f32>)>)>> = Arc::default();
+        // The step count and the recorded (step, logits) rows.
+        type Seen = Arc<Mutex<(usize, Vec<(usize, Vec<f32>)>)>>;
+        let seen: Seen = Arc::default();
         let sink = seen.clone();
         let every = config.every;
         let record = move |logits: &Tensor, _: &[u32]| {
             let mut s = sink.lock().unwrap();
             let step = s.0;
             s.0 += 1;
-            if step % every == 0 {
+            if step.is_multiple_of(every) {
                 s.1.push((step, logits.to_vec1::<f32>()?));
             }
             Ok(logits.clone())
@@ -122,13 +162,23 @@ pub async fn capture(model: &mistralrs::Model, prompts: &[&str], config: &Captur
             .set_sampler_minp(0.0)
             .add_logits_processor(Arc::new(record));
         let resp = model.send_chat_request(req).await?;
-        out.texts.push(resp.choices.first().and_then(|c| c.message.content.clone()).unwrap_or_default());
+        out.texts.push(
+            resp.choices
+                .first()
+                .and_then(|c| c.message.content.clone())
+                .unwrap_or_default(),
+        );
         let rows = std::mem::take(&mut seen.lock().unwrap().1);
         for (step, x) in rows {
             if out.vocab == 0 {
                 out.vocab = x.len();
             }
-            ensure!(x.len() == out.vocab, "row of {} entries, expected {}", x.len(), out.vocab);
+            ensure!(
+                x.len() == out.vocab,
+                "row of {} entries, expected {}",
+                x.len(),
+                out.vocab
+            );
             out.rows.push(Row { prompt: pi, step });
             out.logits.extend(x);
         }
@@ -143,8 +193,16 @@ pub async fn load_model(path: Option<&Path>) -> anyhow::Result<mistralrs::Model>
         Some(p) => p.to_path_buf(),
         None => crate::model::ensure_default_model()?,
     };
-    let dir = gguf.parent().context("model path has no directory")?.to_string_lossy().into_owned();
-    let file = gguf.file_name().context("model path has no file name")?.to_string_lossy().into_owned();
+    let dir = gguf
+        .parent()
+        .context("model path has no directory")?
+        .to_string_lossy()
+        .into_owned();
+    let file = gguf
+        .file_name()
+        .context("model path has no file name")?
+        .to_string_lossy()
+        .into_owned();
     mistralrs::GgufModelBuilder::new(dir, vec![file])
         .with_token_source(mistralrs::TokenSource::None)
         .with_force_cpu()
@@ -170,10 +228,16 @@ mod tests {
         c.save(&dir).unwrap();
         let back = Capture::load(&dir).unwrap();
         assert_eq!(back.logits, c.logits);
-        assert_eq!((&back.rows, back.vocab, &back.config), (&c.rows, 3, &c.config));
+        assert_eq!(
+            (&back.rows, back.vocab, &back.config),
+            (&c.rows, 3, &c.config)
+        );
         assert_eq!(back.row(1), &[0.0, 3.25, -1e30]);
         std::fs::write(dir.join("logits.f32"), [0u8; 8]).unwrap();
-        assert!(Capture::load(&dir).unwrap_err().to_string().contains("expected 2 rows"));
+        assert!(Capture::load(&dir)
+            .unwrap_err()
+            .to_string()
+            .contains("expected 2 rows"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -7,7 +7,6 @@ use serde::{Deserialize, Serialize};
 
 use super::capture::Capture;
 use super::generate::{generate, Trace};
-use super::metrics::TAIL;
 use super::sampler::{match_entropy, mean_entropy, Sampler};
 use super::text::{distinct_n, pooled_entropy, self_bleu, words};
 use crate::config::RawValue;
@@ -26,11 +25,17 @@ pub fn matched(capture: &Capture, t: f64, hlg: &HlgConfig) -> anyhow::Result<Vec
     let plain = Sampler::Temperature { t };
     let target = mean_entropy(&plain, rows());
     let mut out = vec![(plain, target)];
-    let mut others = vec![Sampler::TopP { t, p: TOP_P }, Sampler::MinP { t, min_p: MIN_P }];
+    let mut others = vec![
+        Sampler::TopP { t, p: TOP_P },
+        Sampler::MinP { t, min_p: MIN_P },
+    ];
     for shape in ToeShape::ALL {
         let mut cfg = hlg.clone();
         cfg.set("toe_shape", RawValue::Str(shape.name().into()))?;
-        others.push(Sampler::Hlg { t, hlg: cfg.resolved(true) });
+        others.push(Sampler::Hlg {
+            t,
+            hlg: cfg.resolved(true),
+        });
     }
     for s in others {
         let (tm, h) = match_entropy(&s, target, rows, 0.05, 8.0);
@@ -79,7 +84,12 @@ fn mean_se(v: &[f64]) -> (f64, f64) {
 }
 
 /// The measures of one method from its texts and traces (`texts[p][s]`).
-pub fn measure(sampler: Sampler, offline_entropy: f64, texts: Vec<Vec<String>>, traces: &[Vec<Trace>]) -> MethodResult {
+pub fn measure(
+    sampler: Sampler,
+    offline_entropy: f64,
+    texts: Vec<Vec<String>>,
+    traces: &[Vec<Trace>],
+) -> MethodResult {
     let (mut d, mut sb, mut pe, mut tail) = ([vec![], vec![], vec![]], vec![], vec![], vec![]);
     let (mut ent, mut lp, mut tokens, mut garbage) = (vec![], vec![], 0usize, 0usize);
     for (p, samples) in texts.iter().enumerate() {
@@ -101,7 +111,6 @@ pub fn measure(sampler: Sampler, offline_entropy: f64, texts: Vec<Vec<String>>, 
         tail.push(if pt > 0 { pg as f64 / pt as f64 } else { 0.0 });
     }
     let mean = |v: &[f64]| mean_se(v).0;
-    debug_assert!(TAIL > 0.0);
     MethodResult {
         name: sampler.name(),
         sampler,
@@ -110,7 +119,11 @@ pub fn measure(sampler: Sampler, offline_entropy: f64, texts: Vec<Vec<String>>, 
         distinct: [mean(&d[0]), mean(&d[1]), mean(&d[2])],
         self_bleu: mean(&sb),
         pooled_entropy: mean(&pe),
-        tail_garbage_rate: if tokens > 0 { garbage as f64 / tokens as f64 } else { 0.0 },
+        tail_garbage_rate: if tokens > 0 {
+            garbage as f64 / tokens as f64
+        } else {
+            0.0
+        },
         mean_base_logprob: mean(&lp),
         stderr: [mean_se(&d[1]).1, mean_se(&sb).1, mean_se(&tail).1],
         tokens,
@@ -180,22 +193,42 @@ impl Doc {
     /// `previous` (a `diversity.json`, if any) with `level` added or replaced. A previous
     /// document of another size (prompts, samples, tokens) is not mixed in: the result
     /// then holds `level` alone, and `false` says so.
-    pub fn merged(previous: Option<&str>, prompts: usize, samples: usize, max_tokens: usize, level: Level) -> (Doc, bool) {
-        let fresh = Doc { prompts, samples, max_tokens, levels: vec![] };
+    pub fn merged(
+        previous: Option<&str>,
+        prompts: usize,
+        samples: usize,
+        max_tokens: usize,
+        level: Level,
+    ) -> (Doc, bool) {
+        let fresh = Doc {
+            prompts,
+            samples,
+            max_tokens,
+            levels: vec![],
+        };
         let mut kept = true;
         let parse = |text: &str| {
             serde_json::from_str::<Doc>(text).or_else(|e| {
                 // The one-level layout of earlier versions.
-                serde_json::from_str::<OneLevel>(text).map_err(|_| e).map(|o| Doc {
-                    prompts: o.prompts,
-                    samples: o.samples,
-                    max_tokens: o.max_tokens,
-                    levels: vec![Level { level: o.level, methods: o.methods }],
-                })
+                serde_json::from_str::<OneLevel>(text)
+                    .map_err(|_| e)
+                    .map(|o| Doc {
+                        prompts: o.prompts,
+                        samples: o.samples,
+                        max_tokens: o.max_tokens,
+                        levels: vec![Level {
+                            level: o.level,
+                            methods: o.methods,
+                        }],
+                    })
             })
         };
         let mut doc = match previous.map(parse) {
-            Some(Ok(d)) if (d.prompts, d.samples, d.max_tokens) == (prompts, samples, max_tokens) => d,
+            Some(Ok(d))
+                if (d.prompts, d.samples, d.max_tokens) == (prompts, samples, max_tokens) =>
+            {
+                d
+            }
             Some(_) => {
                 kept = false;
                 fresh
@@ -215,14 +248,28 @@ mod tests {
 
     #[test]
     fn levels_accumulate_and_replace() {
-        let r = measure(Sampler::Temperature { t: 0.8 }, 2.0, vec![vec!["a b".into()]], &[vec![Trace { entropy: vec![1.0], base_logprob: vec![-1.0] }]]);
-        let level = |l: f64| Level { level: l, methods: vec![r.clone()] };
+        let r = measure(
+            Sampler::Temperature { t: 0.8 },
+            2.0,
+            vec![vec!["a b".into()]],
+            &[vec![Trace {
+                entropy: vec![1.0],
+                base_logprob: vec![-1.0],
+            }]],
+        );
+        let level = |l: f64| Level {
+            level: l,
+            methods: vec![r.clone()],
+        };
         let (d, kept) = Doc::merged(None, 24, 8, 16, level(1.0));
         assert!(kept);
         let json = serde_json::to_string(&d).unwrap();
         let (d, kept) = Doc::merged(Some(&json), 24, 8, 16, level(0.8));
         assert!(kept);
-        assert_eq!(d.levels.iter().map(|l| l.level).collect::<Vec<_>>(), [0.8, 1.0]);
+        assert_eq!(
+            d.levels.iter().map(|l| l.level).collect::<Vec<_>>(),
+            [0.8, 1.0]
+        );
         let json = serde_json::to_string(&d).unwrap();
         let (d, _) = Doc::merged(Some(&json), 24, 8, 16, level(1.0));
         assert_eq!(d.levels.len(), 2, "the same level is replaced, not added");
@@ -236,15 +283,24 @@ mod tests {
         let old = serde_json::json!({"level": 0.8, "prompts": 24, "samples": 8, "max_tokens": 16, "methods": [r]}).to_string();
         let (d, kept) = Doc::merged(Some(&old), 24, 8, 16, level(1.0));
         assert!(kept);
-        assert_eq!(d.levels.iter().map(|l| l.level).collect::<Vec<_>>(), [0.8, 1.0]);
+        assert_eq!(
+            d.levels.iter().map(|l| l.level).collect::<Vec<_>>(),
+            [0.8, 1.0]
+        );
     }
 
     #[test]
     fn measures_from_known_samples() {
         let texts = vec![vec!["a b c".to_string(), "a b d".to_string()]];
         let traces = vec![vec![
-            Trace { entropy: vec![1.0, 2.0], base_logprob: vec![-1.0, -20.0] },
-            Trace { entropy: vec![3.0], base_logprob: vec![-3.0] },
+            Trace {
+                entropy: vec![1.0, 2.0],
+                base_logprob: vec![-1.0, -20.0],
+            },
+            Trace {
+                entropy: vec![3.0],
+                base_logprob: vec![-3.0],
+            },
         ]];
         let r = measure(Sampler::Temperature { t: 1.0 }, 2.0, texts, &traces);
         assert_eq!(r.tokens, 3);

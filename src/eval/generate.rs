@@ -54,15 +54,28 @@ impl mistralrs_core::CustomLogitsProcessor for Recorder {
         let mut y = x;
         self.sampler.transform(&mut y);
         let q = probs(&y, self.sampler.temperature());
-        s.trace.entropy.push(-q.iter().filter(|&&v| v > 0.0).map(|v| v * v.ln()).sum::<f64>());
+        s.trace.entropy.push(
+            -q.iter()
+                .filter(|&&v| v > 0.0)
+                .map(|v| v * v.ln())
+                .sum::<f64>(),
+        );
         Tensor::from_vec(y, logits.dims1()?, logits.device())
     }
 }
 
 /// One chat generation of `prompt` with `sampler`, at most `max_tokens` tokens: the text
 /// and its trace.
-pub async fn generate(model: &mistralrs::Model, prompt: &str, sampler: &Sampler, max_tokens: usize) -> anyhow::Result<(String, Trace)> {
-    let rec = Arc::new(Recorder { sampler: sampler.clone(), state: Mutex::default() });
+pub async fn generate(
+    model: &mistralrs::Model,
+    prompt: &str,
+    sampler: &Sampler,
+    max_tokens: usize,
+) -> anyhow::Result<(String, Trace)> {
+    let rec = Arc::new(Recorder {
+        sampler: sampler.clone(),
+        state: Mutex::default(),
+    });
     let req = RequestBuilder::new()
         .add_message(TextMessageRole::User, prompt)
         .set_sampler_max_len(max_tokens)
@@ -72,7 +85,11 @@ pub async fn generate(model: &mistralrs::Model, prompt: &str, sampler: &Sampler,
         .set_sampler_minp(0.0)
         .add_logits_processor(rec.clone());
     let resp = model.send_chat_request(req).await?;
-    let text = resp.choices.first().and_then(|c| c.message.content.clone()).unwrap_or_default();
+    let text = resp
+        .choices
+        .first()
+        .and_then(|c| c.message.content.clone())
+        .unwrap_or_default();
     let trace = std::mem::take(&mut rec.state.lock().unwrap().trace);
     Ok((text, trace))
 }

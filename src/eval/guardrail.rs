@@ -86,7 +86,11 @@ pub const TASKS: &[Task] = tasks![
 
 /// Whether the first line of `reply` (empty lines skipped) holds an accepted answer.
 pub fn correct(reply: &str, answers: &[&str]) -> bool {
-    let line = reply.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
+    let line = reply
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
     let ws = words(line);
     answers.iter().any(|a| {
         let aw = words(a);
@@ -142,7 +146,11 @@ pub fn mean_ci(v: &[f64]) -> (f64, (f64, f64)) {
         return (0.0, (0.0, 0.0));
     }
     let m = v.iter().sum::<f64>() / n;
-    let se = if v.len() > 1 { (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1.0) / n).sqrt() } else { 0.0 };
+    let se = if v.len() > 1 {
+        (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1.0) / n).sqrt()
+    } else {
+        0.0
+    };
     (m, (m - 1.96 * se, m + 1.96 * se))
 }
 
@@ -150,7 +158,12 @@ pub fn mean_ci(v: &[f64]) -> (f64, (f64, f64)) {
 /// its 95 % interval over items. Pairing removes the items' own difficulty, which
 /// dominates the spread of either accuracy alone.
 pub fn paired_difference(a: &Accuracy, b: &Accuracy) -> (f64, (f64, f64)) {
-    let d: Vec<f64> = a.per_item.iter().zip(&b.per_item).map(|(x, y)| x - y).collect();
+    let d: Vec<f64> = a
+        .per_item
+        .iter()
+        .zip(&b.per_item)
+        .map(|(x, y)| x - y)
+        .collect();
     mean_ci(&d)
 }
 
@@ -172,9 +185,14 @@ pub async fn run(
             let text = match sampler {
                 Some(s) => generate(model, task.prompt, s, max_tokens).await?.0,
                 None => {
-                    let req = mistralrs::RequestBuilder::new().add_message(mistralrs::TextMessageRole::User, task.prompt).set_sampler_max_len(max_tokens);
+                    let req = mistralrs::RequestBuilder::new()
+                        .add_message(mistralrs::TextMessageRole::User, task.prompt)
+                        .set_sampler_max_len(max_tokens);
                     let resp = model.send_chat_request(req).await?;
-                    resp.choices.first().and_then(|c| c.message.content.clone()).unwrap_or_default()
+                    resp.choices
+                        .first()
+                        .and_then(|c| c.message.content.clone())
+                        .unwrap_or_default()
                 }
             };
             let c = correct(&text, task.answers);
@@ -185,9 +203,15 @@ pub async fn run(
         per_item.push(ok as f64 / samples as f64);
     }
     let k = replies.iter().filter(|r| r.0).count();
-    let ci95 = if samples == 1 { wilson(k, replies.len()) } else { mean_ci(&per_item).1 };
+    let ci95 = if samples == 1 {
+        wilson(k, replies.len())
+    } else {
+        mean_ci(&per_item).1
+    };
     Ok(Accuracy {
-        name: sampler.map_or("greedy".into(), |s| format!("{} T={}", s.name(), s.temperature())),
+        name: sampler.map_or("greedy".into(), |s| {
+            format!("{} T={}", s.name(), s.temperature())
+        }),
         sampler: sampler.cloned(),
         correct: k,
         items: tasks.len(),
@@ -225,7 +249,10 @@ mod tests {
             replies: vec![],
         };
         // Differences 0.5, 0.5, 0, 0: mean 0.25, sd 0.2887, se 0.1443.
-        let (m, (lo, hi)) = paired_difference(&acc(vec![1.0, 0.5, 0.0, 1.0]), &acc(vec![0.5, 0.0, 0.0, 1.0]));
+        let (m, (lo, hi)) = paired_difference(
+            &acc(vec![1.0, 0.5, 0.0, 1.0]),
+            &acc(vec![0.5, 0.0, 0.0, 1.0]),
+        );
         assert!((m - 0.25).abs() < 1e-12);
         let se = (1.0f64 / 12.0).sqrt() / 2.0;
         assert!((lo - (0.25 - 1.96 * se)).abs() < 1e-12 && (hi - (0.25 + 1.96 * se)).abs() < 1e-12);
@@ -237,7 +264,10 @@ mod tests {
     fn wilson_interval() {
         // 7 of 10: the textbook interval (0.3968, 0.8922).
         let (lo, hi) = wilson(7, 10);
-        assert!((lo - 0.3968).abs() < 1e-4 && (hi - 0.8922).abs() < 1e-4, "{lo} {hi}");
+        assert!(
+            (lo - 0.3968).abs() < 1e-4 && (hi - 0.8922).abs() < 1e-4,
+            "{lo} {hi}"
+        );
         assert_eq!(wilson(0, 0), (0.0, 1.0));
     }
 }

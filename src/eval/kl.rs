@@ -29,17 +29,36 @@ pub fn sweeps() -> Vec<Sweep> {
     };
     let s = |names: &[&str]| names.iter().map(|x| RawValue::Str(x.to_string())).collect();
     vec![
-        Sweep { knob: "pivot", values: s(&["top", "entropy", "median"]) },
-        Sweep { knob: "pivot_offset", values: n(&[0.0, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 12.0]) },
-        Sweep { knob: "width", values: with_off(&[0.0, 1.0, 2.0, 4.0, 6.0, 8.0]) },
-        Sweep { knob: "shoulder", values: with_off(&[0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0]) },
-        Sweep { knob: "toe", values: with_off(&[0.25, 0.5, 1.0, 2.0, 4.0, 6.0, 8.0, 16.0]) },
+        Sweep {
+            knob: "pivot",
+            values: s(&["top", "entropy", "median"]),
+        },
+        Sweep {
+            knob: "pivot_offset",
+            values: n(&[0.0, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 12.0]),
+        },
+        Sweep {
+            knob: "width",
+            values: with_off(&[0.0, 1.0, 2.0, 4.0, 6.0, 8.0]),
+        },
+        Sweep {
+            knob: "shoulder",
+            values: with_off(&[0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0]),
+        },
+        Sweep {
+            knob: "toe",
+            values: with_off(&[0.25, 0.5, 1.0, 2.0, 4.0, 6.0, 8.0, 16.0]),
+        },
     ]
 }
 
+/// One knob's sweep: its name, and `(value as text, toe shape, the curve's settings)` per
+/// point.
+pub type SweepPoints = (&'static str, Vec<(String, ToeShape, HlgConfig)>);
+
 /// Every point of every sweep: per knob, `(value as text, toe shape, the curve's settings)`
 /// for each value × toe shape, from `base`.
-pub fn sweep_configs(base: &HlgConfig) -> anyhow::Result<Vec<(&'static str, Vec<(String, ToeShape, HlgConfig)>)>> {
+pub fn sweep_configs(base: &HlgConfig) -> anyhow::Result<Vec<SweepPoints>> {
     sweeps()
         .into_iter()
         .map(|sweep| {
@@ -94,15 +113,25 @@ fn text(v: &RawValue) -> String {
 /// Mean [`Stats`] of `curve` over every row of `capture` at temperature `t`, on up to
 /// `threads` threads.
 pub fn mean_stats(capture: &Capture, curve: Option<&HlgCurve>, t: f64, threads: usize) -> Stats {
-    mean_stats_with(capture, |y| {
-        if let Some(c) = curve {
-            c.apply(y)
-        }
-    }, t, threads)
+    mean_stats_with(
+        capture,
+        |y| {
+            if let Some(c) = curve {
+                c.apply(y)
+            }
+        },
+        t,
+        threads,
+    )
 }
 
 /// Mean [`Stats`] of the logits `transform` gives, over every row of `capture`, at `t`.
-pub fn mean_stats_with(capture: &Capture, transform: impl Fn(&mut [f32]) + Sync, t: f64, threads: usize) -> Stats {
+pub fn mean_stats_with(
+    capture: &Capture,
+    transform: impl Fn(&mut [f32]) + Sync,
+    t: f64,
+    threads: usize,
+) -> Stats {
     let transform = &transform;
     let n = capture.rows.len();
     let per = n.div_ceil(threads.max(1)).max(1);
@@ -123,23 +152,42 @@ pub fn mean_stats_with(capture: &Capture, transform: impl Fn(&mut [f32]) + Sync,
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("worker")).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("worker"))
+            .collect()
     });
     Stats::mean(&parts.concat())
 }
 
 /// Runs every sweep over `capture` at temperature `t`, from `base` (the other knobs'
 /// values). `progress(done, total)` after each point.
-pub fn characterise(capture: &Capture, base: &HlgConfig, t: f64, threads: usize, mut progress: impl FnMut(usize, usize)) -> anyhow::Result<Report> {
+pub fn characterise(
+    capture: &Capture,
+    base: &HlgConfig,
+    t: f64,
+    threads: usize,
+    mut progress: impl FnMut(usize, usize),
+) -> anyhow::Result<Report> {
     let configs = sweep_configs(base)?;
     let total: usize = configs.iter().map(|(_, p)| p.len()).sum();
     let mut done = 0;
-    let mut report = Report { temperature: t, positions: capture.rows.len(), temperature_only: mean_stats(capture, None, t, threads), sweeps: vec![] };
+    let mut report = Report {
+        temperature: t,
+        positions: capture.rows.len(),
+        temperature_only: mean_stats(capture, None, t, threads),
+        sweeps: vec![],
+    };
     for (knob, configs) in configs {
         let mut points = vec![];
         for (value, shape, cfg) in configs {
             let curve = cfg.curve();
-            points.push(Point { value, toe_shape: shape.name(), curve: cfg, mean: mean_stats(capture, Some(&curve), t, threads) });
+            points.push(Point {
+                value,
+                toe_shape: shape.name(),
+                curve: cfg,
+                mean: mean_stats(capture, Some(&curve), t, threads),
+            });
             done += 1;
             progress(done, total);
         }
@@ -179,7 +227,13 @@ pub struct Matched {
 
 /// The temperatures are found by bisection on every third position (speed), the measures
 /// taken on all of them.
-pub fn characterise_matched(capture: &Capture, base: &HlgConfig, level: f64, threads: usize, mut progress: impl FnMut(usize, usize)) -> anyhow::Result<Matched> {
+pub fn characterise_matched(
+    capture: &Capture,
+    base: &HlgConfig,
+    level: f64,
+    threads: usize,
+    mut progress: impl FnMut(usize, usize),
+) -> anyhow::Result<Matched> {
     let sub: Vec<usize> = (0..capture.rows.len()).step_by(3).collect();
     let rows = || sub.iter().map(|&i| capture.row(i));
     // The target on the same subsample the bisection measures.
@@ -190,17 +244,33 @@ pub fn characterise_matched(capture: &Capture, base: &HlgConfig, level: f64, thr
             _ => match_entropy(s, target_entropy, rows, 0.05, 8.0).0,
         };
         let s = s.at(t);
-        MatchedPoint { value, method: s.name(), t, mean: mean_stats_with(capture, |y| s.transform(y), t, threads) }
+        MatchedPoint {
+            value,
+            method: s.name(),
+            t,
+            mean: mean_stats_with(capture, |y| s.transform(y), t, threads),
+        }
     };
     let baselines = vec![
         at(&Sampler::Temperature { t: level }, String::new()),
         at(&Sampler::TopP { t: level, p: TOP_P }, String::new()),
-        at(&Sampler::MinP { t: level, min_p: MIN_P }, String::new()),
+        at(
+            &Sampler::MinP {
+                t: level,
+                min_p: MIN_P,
+            },
+            String::new(),
+        ),
     ];
     let configs = sweep_configs(base)?;
     let total: usize = configs.iter().map(|(_, p)| p.len()).sum();
     let mut done = 0;
-    let mut out = Matched { level, target_entropy, baselines, sweeps: vec![] };
+    let mut out = Matched {
+        level,
+        target_entropy,
+        baselines,
+        sweeps: vec![],
+    };
     for (knob, configs) in configs {
         let mut points = vec![];
         for (value, shape, hlg) in configs {

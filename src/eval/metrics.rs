@@ -3,18 +3,38 @@
 
 /// The base-probability threshold below which a token counts as tail.
 pub const TAIL: f64 = 1e-4;
+// The tail rate compares log-probabilities with ln(TAIL).
+const _: () = assert!(TAIL > 0.0);
 
 /// `log softmax(x / t)` in `f64` (`t > 0`); `-inf` entries stay `-inf`. `None` when no
 /// entry is finite.
 pub fn log_softmax(x: &[f32], t: f64) -> Option<Vec<f64>> {
-    let m = x.iter().copied().filter(|v| v.is_finite()).fold(f32::NEG_INFINITY, f32::max);
+    let m = x
+        .iter()
+        .copied()
+        .filter(|v| v.is_finite())
+        .fold(f32::NEG_INFINITY, f32::max);
     if !m.is_finite() {
         return None;
     }
     let m = m as f64 / t;
-    let s: f64 = x.iter().filter(|v| v.is_finite()).map(|&v| (v as f64 / t - m).exp()).sum();
+    let s: f64 = x
+        .iter()
+        .filter(|v| v.is_finite())
+        .map(|&v| (v as f64 / t - m).exp())
+        .sum();
     let lse = m + s.ln();
-    Some(x.iter().map(|&v| if v.is_finite() { v as f64 / t - lse } else { f64::NEG_INFINITY }).collect())
+    Some(
+        x.iter()
+            .map(|&v| {
+                if v.is_finite() {
+                    v as f64 / t - lse
+                } else {
+                    f64::NEG_INFINITY
+                }
+            })
+            .collect(),
+    )
 }
 
 /// What sampling from `shaped / t` does compared with plain temperature (`base / t`) at
@@ -40,7 +60,10 @@ impl Stats {
         let lq = log_softmax(shaped, t)?;
         let top = (0..base.len()).max_by(|&a, &b| lb[a].total_cmp(&lb[b]))?;
         let tail = TAIL.ln();
-        let mut s = Stats { top_mass: lq[top].exp(), ..Stats::default() };
+        let mut s = Stats {
+            top_mass: lq[top].exp(),
+            ..Stats::default()
+        };
         for i in 0..base.len() {
             let (p, q) = (lp[i].exp(), lq[i].exp());
             if p > 0.0 {
@@ -60,7 +83,12 @@ impl Stats {
     pub fn mean(stats: &[Stats]) -> Stats {
         let n = stats.len().max(1) as f64;
         let sum = |f: fn(&Stats) -> f64| stats.iter().map(f).sum::<f64>() / n;
-        Stats { kl: sum(|s| s.kl), entropy: sum(|s| s.entropy), top_mass: sum(|s| s.top_mass), tail_mass: sum(|s| s.tail_mass) }
+        Stats {
+            kl: sum(|s| s.kl),
+            entropy: sum(|s| s.entropy),
+            top_mass: sum(|s| s.top_mass),
+            tail_mass: sum(|s| s.tail_mass),
+        }
     }
 }
 
@@ -74,7 +102,10 @@ mod tests {
         let s = Stats::of(&x, &x, 0.7).unwrap();
         assert!(s.kl.abs() < 1e-15, "{s:?}");
         // Worked by hand: p ∝ exp(x / 0.7).
-        let e: Vec<f64> = [2.0f64, 1.0, 0.0, -12.0].iter().map(|v| (v / 0.7).exp()).collect();
+        let e: Vec<f64> = [2.0f64, 1.0, 0.0, -12.0]
+            .iter()
+            .map(|v| (v / 0.7).exp())
+            .collect();
         let z: f64 = e.iter().sum();
         let h: f64 = -e.iter().map(|v| v / z * (v / z).ln()).sum::<f64>();
         assert!((s.entropy - h).abs() < 1e-12);

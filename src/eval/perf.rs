@@ -72,24 +72,48 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// `rounds` rounds over `prompts`; in each round every arm runs every prompt, in an order
 /// rotated by the round. Sampling at temperature `t`, `max_tokens` tokens.
-pub async fn run(model: &mistralrs::Model, prompts: &[&str], curve: HlgCurve, t: f64, rounds: usize, max_tokens: usize, mut progress: impl FnMut()) -> anyhow::Result<(Vec<Vec<Sample>>, Vec<Summary>)> {
+pub async fn run(
+    model: &mistralrs::Model,
+    prompts: &[&str],
+    curve: HlgCurve,
+    t: f64,
+    rounds: usize,
+    max_tokens: usize,
+    mut progress: impl FnMut(),
+) -> anyhow::Result<(Vec<Vec<Sample>>, Vec<Summary>)> {
     let mut all = vec![];
     for r in 0..rounds {
         let mut round = vec![];
         for k in 0..Arm::ALL.len() {
             let arm = Arm::ALL[(k + r) % Arm::ALL.len()];
             for p in prompts {
-                let base = RequestBuilder::new().add_message(TextMessageRole::User, *p).set_sampler_max_len(max_tokens);
+                let base = RequestBuilder::new()
+                    .add_message(TextMessageRole::User, *p)
+                    .set_sampler_max_len(max_tokens);
                 let req = match arm {
-                    Arm::Off => base.set_sampler_temperature(t).set_sampler_topk(0).set_sampler_topp(1.0).set_sampler_minp(0.0),
+                    Arm::Off => base
+                        .set_sampler_temperature(t)
+                        .set_sampler_topk(0)
+                        .set_sampler_topp(1.0)
+                        .set_sampler_minp(0.0),
                     Arm::Hlg => base.with_hlg(curve, t),
-                    Arm::TopP => base.set_sampler_temperature(t).set_sampler_topk(0).set_sampler_topp(0.9).set_sampler_minp(0.0),
+                    Arm::TopP => base
+                        .set_sampler_temperature(t)
+                        .set_sampler_topk(0)
+                        .set_sampler_topp(0.9)
+                        .set_sampler_minp(0.0),
                 };
                 let start = Instant::now();
                 let resp = model.send_chat_request(req).await?;
                 let wall_s = start.elapsed().as_secs_f64();
                 let u = &resp.usage;
-                round.push(Sample { arm, tokens: u.completion_tokens, wall_s, prompt_s: u.total_prompt_time_sec as f64, decode_tok_s: u.avg_compl_tok_per_sec as f64 });
+                round.push(Sample {
+                    arm,
+                    tokens: u.completion_tokens,
+                    wall_s,
+                    prompt_s: u.total_prompt_time_sec as f64,
+                    decode_tok_s: u.avg_compl_tok_per_sec as f64,
+                });
                 progress();
             }
         }
@@ -103,10 +127,29 @@ pub async fn run(model: &mistralrs::Model, prompts: &[&str], curve: HlgCurve, t:
         .iter()
         .map(|&arm| Summary {
             arm,
-            decode_tok_s: median(all.iter().map(|r| per_round(r, arm, |s| s.decode_tok_s)).collect()),
-            prompt_ms: median(all.iter().map(|r| per_round(r, arm, |s| s.prompt_s * 1e3)).collect()),
-            wall_ms_per_token: median(all.iter().map(|r| per_round(r, arm, |s| s.wall_s * 1e3 / s.tokens.max(1) as f64)).collect()),
-            decode_ratio_to_off: median(all.iter().map(|r| per_round(r, arm, |s| s.decode_tok_s) / per_round(r, Arm::Off, |s| s.decode_tok_s)).collect()),
+            decode_tok_s: median(
+                all.iter()
+                    .map(|r| per_round(r, arm, |s| s.decode_tok_s))
+                    .collect(),
+            ),
+            prompt_ms: median(
+                all.iter()
+                    .map(|r| per_round(r, arm, |s| s.prompt_s * 1e3))
+                    .collect(),
+            ),
+            wall_ms_per_token: median(
+                all.iter()
+                    .map(|r| per_round(r, arm, |s| s.wall_s * 1e3 / s.tokens.max(1) as f64))
+                    .collect(),
+            ),
+            decode_ratio_to_off: median(
+                all.iter()
+                    .map(|r| {
+                        per_round(r, arm, |s| s.decode_tok_s)
+                            / per_round(r, Arm::Off, |s| s.decode_tok_s)
+                    })
+                    .collect(),
+            ),
         })
         .collect();
     Ok((all, summary))

@@ -67,7 +67,10 @@ impl Sampler {
             Sampler::TopP { p, .. } => Sampler::TopP { t, p: *p },
             Sampler::MinP { min_p, .. } => Sampler::MinP { t, min_p: *min_p },
             Sampler::TopNSigma { n, .. } => Sampler::TopNSigma { t, n: *n },
-            Sampler::Hlg { hlg, .. } => Sampler::Hlg { t, hlg: hlg.clone() },
+            Sampler::Hlg { hlg, .. } => Sampler::Hlg {
+                t,
+                hlg: hlg.clone(),
+            },
         }
     }
 
@@ -118,11 +121,17 @@ impl Sampler {
                     return;
                 }
                 let mean = finite().sum::<f64>() / count as f64;
-                let sigma = (finite().map(|v| (v - mean) * (v - mean)).sum::<f64>() / count as f64).sqrt();
+                let sigma =
+                    (finite().map(|v| (v - mean) * (v - mean)).sum::<f64>() / count as f64).sqrt();
                 let top = finite().fold(f64::NEG_INFINITY, f64::max);
                 let floor = top - n * sigma;
                 for v in x.iter_mut() {
-                    if !(f64::from(*v) >= floor) {
+                    // Below the floor, or NaN: dropped.
+                    let kept = matches!(
+                        f64::from(*v).partial_cmp(&floor),
+                        Some(std::cmp::Ordering::Greater | std::cmp::Ordering::Equal)
+                    );
+                    if !kept {
                         *v = f32::NEG_INFINITY;
                     }
                 }
@@ -135,7 +144,10 @@ impl Sampler {
         let mut y = x.to_vec();
         self.transform(&mut y);
         let q = probs(&y, self.temperature());
-        -q.iter().filter(|&&v| v > 0.0).map(|v| v * v.ln()).sum::<f64>()
+        -q.iter()
+            .filter(|&&v| v > 0.0)
+            .map(|v| v * v.ln())
+            .sum::<f64>()
     }
 }
 
@@ -160,7 +172,13 @@ pub fn mean_entropy<'a>(s: &Sampler, rows: impl Iterator<Item = &'a [f32]>) -> f
 /// The temperature at which `s` has mean entropy `target` over `rows` (`rows` is called
 /// once per trial), found by bisection on `[lo, hi]`; mean entropy grows with T for every
 /// method here. Returns the temperature and the entropy reached.
-pub fn match_entropy<'a, I: Iterator<Item = &'a [f32]>>(s: &Sampler, target: f64, rows: impl Fn() -> I, lo: f64, hi: f64) -> (f64, f64) {
+pub fn match_entropy<'a, I: Iterator<Item = &'a [f32]>>(
+    s: &Sampler,
+    target: f64,
+    rows: impl Fn() -> I,
+    lo: f64,
+    hi: f64,
+) -> (f64, f64) {
     let (mut lo, mut hi) = (lo, hi);
     for _ in 0..30 {
         let mid = 0.5 * (lo + hi);
@@ -184,7 +202,10 @@ mod tests {
     #[test]
     fn top_p_keeps_the_smallest_set_reaching_p() {
         // probs at T = 1: 0.5, 0.3, 0.15, 0.05.
-        let base: Vec<f32> = [0.5f64, 0.3, 0.15, 0.05].iter().map(|p| p.ln() as f32).collect();
+        let base: Vec<f32> = [0.5f64, 0.3, 0.15, 0.05]
+            .iter()
+            .map(|p| p.ln() as f32)
+            .collect();
         let mut x = base.clone();
         Sampler::TopP { t: 1.0, p: 0.75 }.transform(&mut x);
         assert_eq!(&x[..2], &base[..2]);
@@ -197,7 +218,10 @@ mod tests {
 
     #[test]
     fn min_p_keeps_what_is_at_least_min_p_of_the_top() {
-        let base: Vec<f32> = [0.5f64, 0.3, 0.15, 0.05].iter().map(|p| p.ln() as f32).collect();
+        let base: Vec<f32> = [0.5f64, 0.3, 0.15, 0.05]
+            .iter()
+            .map(|p| p.ln() as f32)
+            .collect();
         let mut x = base.clone();
         Sampler::MinP { t: 1.0, min_p: 0.2 }.transform(&mut x);
         // 0.2 × 0.5 = 0.1: 0.15 stays, 0.05 goes.
@@ -241,9 +265,20 @@ mod tests {
 
     #[test]
     fn entropy_matching_finds_the_temperature() {
-        let rows: Vec<Vec<f32>> = (0..5).map(|k| (0..50).map(|i| -((i * (k + 1)) as f32) * 0.1).collect()).collect();
-        let target = mean_entropy(&Sampler::Temperature { t: 1.3 }, rows.iter().map(|r| r.as_slice()));
-        let (t, h) = match_entropy(&Sampler::Temperature { t: 1.0 }, target, || rows.iter().map(|r| r.as_slice()), 0.05, 5.0);
+        let rows: Vec<Vec<f32>> = (0..5)
+            .map(|k| (0..50).map(|i| -((i * (k + 1)) as f32) * 0.1).collect())
+            .collect();
+        let target = mean_entropy(
+            &Sampler::Temperature { t: 1.3 },
+            rows.iter().map(|r| r.as_slice()),
+        );
+        let (t, h) = match_entropy(
+            &Sampler::Temperature { t: 1.0 },
+            target,
+            || rows.iter().map(|r| r.as_slice()),
+            0.05,
+            5.0,
+        );
         assert!((t - 1.3).abs() < 1e-3, "{t}");
         assert!((h - target).abs() < 1e-4);
         // Uniform over 50: entropy ln 50.

@@ -6,7 +6,10 @@ use std::collections::HashMap;
 
 /// The words of `text`.
 pub fn words(text: &str) -> Vec<String> {
-    text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect()
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect()
 }
 
 fn ngrams(ws: &[String], n: usize) -> HashMap<&[String], usize> {
@@ -53,12 +56,31 @@ pub fn bleu(candidate: &[String], refs: &[&Vec<String>]) -> f64 {
             continue;
         }
         let ref_counts: Vec<_> = refs.iter().map(|r| ngrams(r, n)).collect();
-        let matched: usize = cand.iter().map(|(g, &c)| c.min(ref_counts.iter().map(|r| r.get(g).copied().unwrap_or(0)).max().unwrap_or(0))).sum();
-        let p = if matched == 0 { 0.1 / total as f64 } else { matched as f64 / total as f64 };
+        let matched: usize = cand
+            .iter()
+            .map(|(g, &c)| {
+                c.min(
+                    ref_counts
+                        .iter()
+                        .map(|r| r.get(g).copied().unwrap_or(0))
+                        .max()
+                        .unwrap_or(0),
+                )
+            })
+            .sum();
+        let p = if matched == 0 {
+            0.1 / total as f64
+        } else {
+            matched as f64 / total as f64
+        };
         log_sum += p.ln();
     }
     let c = candidate.len() as f64;
-    let r = refs.iter().map(|r| r.len() as f64).min_by(|a, b| (a - c).abs().total_cmp(&(b - c).abs()).then(a.total_cmp(b))).unwrap();
+    let r = refs
+        .iter()
+        .map(|r| r.len() as f64)
+        .min_by(|a, b| (a - c).abs().total_cmp(&(b - c).abs()).then(a.total_cmp(b)))
+        .unwrap();
     let bp = if c > r { 1.0 } else { (1.0 - r / c).exp() };
     bp * (log_sum / 4.0).exp()
 }
@@ -70,7 +92,12 @@ pub fn self_bleu(samples: &[Vec<String>]) -> f64 {
     }
     let scores: Vec<f64> = (0..samples.len())
         .map(|i| {
-            let refs: Vec<&Vec<String>> = samples.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, s)| s).collect();
+            let refs: Vec<&Vec<String>> = samples
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| *j != i)
+                .map(|(_, s)| s)
+                .collect();
             bleu(&samples[i], &refs)
         })
         .collect();
@@ -89,7 +116,11 @@ pub fn pooled_entropy(samples: &[Vec<String>]) -> f64 {
     if total == 0 {
         return 0.0;
     }
-    -counts.values().map(|&c| c as f64 / total as f64).map(|p| p * p.ln()).sum::<f64>()
+    -counts
+        .values()
+        .map(|&c| c as f64 / total as f64)
+        .map(|p| p * p.ln())
+        .sum::<f64>()
 }
 
 #[cfg(test)]
@@ -116,7 +147,9 @@ mod tests {
         assert!((bleu(&a, &[&a]) - 1.0).abs() < 1e-12);
         let b = w("one two three four five six seven eight nine");
         // No match at any n: every precision is 0.1/total (9, 8, 7, 6 n-grams), no brevity penalty.
-        let want = ((0.1f64 / 9.0).ln() + (0.1f64 / 8.0).ln() + (0.1f64 / 7.0).ln() + (0.1f64 / 6.0).ln()) / 4.0;
+        let want =
+            ((0.1f64 / 9.0).ln() + (0.1f64 / 8.0).ln() + (0.1f64 / 7.0).ln() + (0.1f64 / 6.0).ln())
+                / 4.0;
         assert!((bleu(&a, &[&b]) - want.exp()).abs() < 1e-12);
         // Identical samples: self-BLEU 1; the pooled entropy of "x y" twice is ln 2.
         assert!((self_bleu(&[a.clone(), a.clone(), a]) - 1.0).abs() < 1e-12);

@@ -17,7 +17,9 @@
 
 use std::arch::x86_64::*;
 
-use super::{C, EXP_Q, LN2_HI, LN2_LO, LN_Q, LOG2_E, ONE_BITS, ROUND_MAGIC, SQRT_HALF_BITS, TOE_LOG_MAX};
+use super::{
+    C, EXP_Q, LN2_HI, LN2_LO, LN_Q, LOG2_E, ONE_BITS, ROUND_MAGIC, SQRT_HALF_BITS, TOE_LOG_MAX,
+};
 
 /// Two vectors of eight lanes, computed together: each step below is written once and
 /// applied to both vectors before the next step, so that the CPU has two independent
@@ -86,10 +88,21 @@ pub(crate) unsafe fn log1p_toe(v: Vn) -> Vn {
     let f: Vn = each!(|i| fma(vc[i], sc[i], _mm256_sub_ps(sc[i], s(1.0))));
     let f2: Vn = each!(|i| _mm256_mul_ps(f[i], f[i]));
     let f4: Vn = each!(|i| _mm256_mul_ps(f2[i], f2[i]));
-    let lo: Vn = each!(|i| fma(fma(s(LN_Q[3]), f[i], s(LN_Q[2])), f2[i], fma(s(LN_Q[1]), f[i], s(LN_Q[0]))));
-    let hi: Vn = each!(|i| fma(fma(s(LN_Q[7]), f[i], s(LN_Q[6])), f2[i], fma(s(LN_Q[5]), f[i], s(LN_Q[4]))));
+    let lo: Vn = each!(|i| fma(
+        fma(s(LN_Q[3]), f[i], s(LN_Q[2])),
+        f2[i],
+        fma(s(LN_Q[1]), f[i], s(LN_Q[0]))
+    ));
+    let hi: Vn = each!(|i| fma(
+        fma(s(LN_Q[7]), f[i], s(LN_Q[6])),
+        f2[i],
+        fma(s(LN_Q[5]), f[i], s(LN_Q[4]))
+    ));
     let c: Vn = each!(|i| fma(kf[i], s(LN2_LO), f[i]));
-    each!(|i| _mm256_add_ps(fma(f2[i], fma(hi[i], f4[i], lo[i]), c[i]), _mm256_mul_ps(kf[i], s(LN2_HI))))
+    each!(|i| _mm256_add_ps(
+        fma(f2[i], fma(hi[i], f4[i], lo[i]), c[i]),
+        _mm256_mul_ps(kf[i], s(LN2_HI))
+    ))
 }
 
 /// `exp(t)` for `−87.3 ≤ t ≤ 0`: [`super::exp_neg`] without its underflow select, which
@@ -98,13 +111,21 @@ pub(crate) unsafe fn log1p_toe(v: Vn) -> Vn {
 pub(crate) unsafe fn exp_neg_in_range(t: Vn) -> Vn {
     let km: Vn = each!(|i| fma(t[i], splat(LOG2_E), splat(ROUND_MAGIC)));
     let kf: Vn = each!(|i| _mm256_sub_ps(km[i], splat(ROUND_MAGIC)));
-    let r: Vn = each!(|i| _mm256_fnmadd_ps(kf[i], splat(LN2_LO), _mm256_fnmadd_ps(kf[i], splat(LN2_HI), t[i])));
+    let r: Vn = each!(|i| _mm256_fnmadd_ps(
+        kf[i],
+        splat(LN2_LO),
+        _mm256_fnmadd_ps(kf[i], splat(LN2_HI), t[i])
+    ));
     let s = splat;
     let r2: Vn = each!(|i| _mm256_mul_ps(r[i], r[i]));
     let q: Vn = each!(|i| fma(
         s(EXP_Q[4]),
         _mm256_mul_ps(r2[i], r2[i]),
-        fma(fma(s(EXP_Q[3]), r[i], s(EXP_Q[2])), r2[i], fma(s(EXP_Q[1]), r[i], s(EXP_Q[0]))),
+        fma(
+            fma(s(EXP_Q[3]), r[i], s(EXP_Q[2])),
+            r2[i],
+            fma(s(EXP_Q[1]), r[i], s(EXP_Q[0]))
+        ),
     ));
     let p: Vn = each!(|i| _mm256_add_ps(s(1.0), fma(r2[i], q[i], r[i])));
     // p·2^k through the exponent bits, as the scalar code.
@@ -134,23 +155,33 @@ pub(crate) unsafe fn exp2m1_pos(u: Vn) -> Vn {
     let r: Vn = each!(|i| _mm256_sub_ps(uc[i], k[i]));
     let q = exp2m1_q(r);
     let p: Vn = each!(|i| _mm256_min_ps(
-        fma(_mm256_mul_ps(r[i], r[i]), q[i], _mm256_mul_ps(r[i], s(std::f32::consts::LN_2))),
+        fma(
+            _mm256_mul_ps(r[i], r[i]),
+            q[i],
+            _mm256_mul_ps(r[i], s(std::f32::consts::LN_2))
+        ),
         s(1.0)
     ));
     let scale = pow2(k);
-    each!(|i| _mm256_blendv_ps(fma(scale[i], p[i], _mm256_sub_ps(scale[i], s(1.0))), s(f32::INFINITY), over[i]))
+    each!(|i| _mm256_blendv_ps(
+        fma(scale[i], p[i], _mm256_sub_ps(scale[i], s(1.0))),
+        s(f32::INFINITY),
+        over[i]
+    ))
 }
 
 /// As `super::pow2`: integer operations on the bits of `k + 1.5·2^23`.
 #[inline(always)]
 unsafe fn pow2(kf: Vn) -> Vn {
-    each!(|i| _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_add_epi32(
-        _mm256_sub_epi32(
-            _mm256_castps_si256(_mm256_add_ps(kf[i], splat(ROUND_MAGIC))),
-            _mm256_set1_epi32(ROUND_MAGIC.to_bits() as i32),
-        ),
-        _mm256_set1_epi32(127),
-    ))))
+    each!(
+        |i| _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_add_epi32(
+            _mm256_sub_epi32(
+                _mm256_castps_si256(_mm256_add_ps(kf[i], splat(ROUND_MAGIC))),
+                _mm256_set1_epi32(ROUND_MAGIC.to_bits() as i32),
+            ),
+            _mm256_set1_epi32(127),
+        )))
+    )
 }
 
 /// As `super::exp2m1_q`.
@@ -159,7 +190,15 @@ unsafe fn exp2m1_q(r: Vn) -> Vn {
     let s = splat;
     let r2: Vn = each!(|i| _mm256_mul_ps(r[i], r[i]));
     let r4: Vn = each!(|i| _mm256_mul_ps(r2[i], r2[i]));
-    let lo: Vn = each!(|i| fma(fma(s(C[3]), r[i], s(C[2])), r2[i], fma(s(C[1]), r[i], s(C[0]))));
-    let hi: Vn = each!(|i| fma(fma(s(C[7]), r[i], s(C[6])), r2[i], fma(s(C[5]), r[i], s(C[4]))));
+    let lo: Vn = each!(|i| fma(
+        fma(s(C[3]), r[i], s(C[2])),
+        r2[i],
+        fma(s(C[1]), r[i], s(C[0]))
+    ));
+    let hi: Vn = each!(|i| fma(
+        fma(s(C[7]), r[i], s(C[6])),
+        r2[i],
+        fma(s(C[5]), r[i], s(C[4]))
+    ));
     each!(|i| fma(hi[i], r4[i], lo[i]))
 }

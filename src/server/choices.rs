@@ -87,7 +87,11 @@ where
                 None => one(i).await,
             };
             if resp.status() != StatusCode::OK {
-                let err = openai_shaped(body_json(resp).await.unwrap_or_else(|e| serde_json::json!({ "message": e })));
+                let err = openai_shaped(
+                    body_json(resp)
+                        .await
+                        .unwrap_or_else(|e| serde_json::json!({ "message": e })),
+                );
                 let _ = tx.send(Bytes::from(format!("data: {err}\n\n"))).await;
                 break;
             }
@@ -108,7 +112,11 @@ where
 
 /// Copies one choice's server-sent events to `tx` with `index = i`, without its `[DONE]`.
 /// `Err` when the receiver is gone.
-async fn forward_events(resp: Response, i: usize, tx: &mut futures::channel::mpsc::Sender<Bytes>) -> Result<(), ()> {
+async fn forward_events(
+    resp: Response,
+    i: usize,
+    tx: &mut futures::channel::mpsc::Sender<Bytes>,
+) -> Result<(), ()> {
     let mut body = resp.into_body().into_data_stream();
     let mut buf = String::new();
     while let Some(chunk) = body.next().await {
@@ -132,7 +140,11 @@ async fn forward_events(resp: Response, i: usize, tx: &mut futures::channel::mps
 /// One event (`data: …` lines and comments, ending in a blank line): `None` for
 /// `[DONE]`; a JSON payload with its choices renumbered to `i`; anything else unchanged.
 pub(crate) fn rewrite_event(event: &str, i: usize) -> Option<String> {
-    let data: Vec<&str> = event.lines().filter_map(|l| l.strip_prefix("data:")).map(|d| d.strip_prefix(' ').unwrap_or(d)).collect();
+    let data: Vec<&str> = event
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(|d| d.strip_prefix(' ').unwrap_or(d))
+        .collect();
     if data.is_empty() {
         return Some(event.to_string());
     }
@@ -142,7 +154,9 @@ pub(crate) fn rewrite_event(event: &str, i: usize) -> Option<String> {
     }
     match serde_json::from_str::<Value>(&payload) {
         // Upstream's streamer reports a model error mid-stream as `{"message": …}`.
-        Ok(v) if v.get("choices").is_none() && v.get("message").is_some() => Some(format!("data: {}\n\n", openai_shaped(v))),
+        Ok(v) if v.get("choices").is_none() && v.get("message").is_some() => {
+            Some(format!("data: {}\n\n", openai_shaped(v)))
+        }
         Ok(v) => Some(format!("data: {}\n\n", renumber(v, i))),
         Err(_) => Some(event.to_string()),
     }
@@ -154,7 +168,11 @@ pub(crate) fn openai_shaped(v: Value) -> Value {
     if v.get("error").is_some_and(|e| e.get("message").is_some()) {
         return v;
     }
-    let message = v.get("message").and_then(Value::as_str).map(str::to_owned).unwrap_or_else(|| v.to_string());
+    let message = v
+        .get("message")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .unwrap_or_else(|| v.to_string());
     serde_json::json!({ "error": { "message": crate::server::security::scrub_paths(&message), "type": "server_error", "param": null, "code": null } })
 }
 
@@ -172,18 +190,28 @@ pub(crate) fn renumber(mut v: Value, i: usize) -> Value {
 
 /// `acc` with `next`'s choices appended and usage summed.
 pub(crate) fn append(mut acc: Value, next: Value) -> Value {
-    if let (Some(a), Some(b)) = (acc.get_mut("choices").and_then(Value::as_array_mut), next.get("choices").and_then(Value::as_array)) {
+    if let (Some(a), Some(b)) = (
+        acc.get_mut("choices").and_then(Value::as_array_mut),
+        next.get("choices").and_then(Value::as_array),
+    ) {
         a.extend(b.iter().cloned());
     }
-    if let (Some(a), Some(b)) = (acc.get_mut("usage").and_then(Value::as_object_mut), next.get("usage").and_then(Value::as_object)) {
+    if let (Some(a), Some(b)) = (
+        acc.get_mut("usage").and_then(Value::as_object_mut),
+        next.get("usage").and_then(Value::as_object),
+    ) {
         for (k, bv) in b {
             let summable = k.ends_with("_tokens") || k.ends_with("_sec") && !k.contains("per_sec");
             if !summable {
                 continue;
             }
             let sum = match (a.get(k), bv) {
-                (Some(Value::Number(x)), Value::Number(y)) if x.is_u64() && y.is_u64() => Value::from(x.as_u64().unwrap_or(0) + y.as_u64().unwrap_or(0)),
-                (Some(Value::Number(x)), Value::Number(y)) => Value::from(x.as_f64().unwrap_or(0.0) + y.as_f64().unwrap_or(0.0)),
+                (Some(Value::Number(x)), Value::Number(y)) if x.is_u64() && y.is_u64() => {
+                    Value::from(x.as_u64().unwrap_or(0) + y.as_u64().unwrap_or(0))
+                }
+                (Some(Value::Number(x)), Value::Number(y)) => {
+                    Value::from(x.as_f64().unwrap_or(0.0) + y.as_f64().unwrap_or(0.0))
+                }
                 _ => continue,
             };
             a.insert(k.clone(), sum);
@@ -191,10 +219,23 @@ pub(crate) fn append(mut acc: Value, next: Value) -> Value {
         // Rates follow from the summed counts and times.
         for (rate, tokens, time) in [
             ("avg_tok_per_sec", "total_tokens", "total_time_sec"),
-            ("avg_prompt_tok_per_sec", "prompt_tokens", "total_prompt_time_sec"),
-            ("avg_compl_tok_per_sec", "completion_tokens", "total_completion_time_sec"),
+            (
+                "avg_prompt_tok_per_sec",
+                "prompt_tokens",
+                "total_prompt_time_sec",
+            ),
+            (
+                "avg_compl_tok_per_sec",
+                "completion_tokens",
+                "total_completion_time_sec",
+            ),
         ] {
-            let (Some(t), Some(s)) = (a.get(tokens).and_then(Value::as_f64), a.get(time).and_then(Value::as_f64)) else { continue };
+            let (Some(t), Some(s)) = (
+                a.get(tokens).and_then(Value::as_f64),
+                a.get(time).and_then(Value::as_f64),
+            ) else {
+                continue;
+            };
             if a.contains_key(rate) && s > 0.0 {
                 a.insert(rate.into(), Value::from(t / s));
             }
@@ -204,7 +245,9 @@ pub(crate) fn append(mut acc: Value, next: Value) -> Value {
 }
 
 async fn body_json(resp: Response) -> Result<Value, String> {
-    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await.map_err(|e| e.to_string())?;
+    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .map_err(|e| e.to_string())?;
     serde_json::from_slice(&bytes).map_err(|e| e.to_string())
 }
 
@@ -224,7 +267,10 @@ mod tests {
         let b = json!({"id": "b", "choices": [{"index": 0, "text": "y"}], "usage": {"prompt_tokens": 5, "completion_tokens": 4, "total_tokens": 9, "total_time_sec": 0.5, "avg_tok_per_sec": 18.0}});
         let m = append(renumber(a, 0), renumber(b, 1));
         assert_eq!(m["id"], "a");
-        assert_eq!(m["choices"], json!([{"index": 0, "text": "x"}, {"index": 1, "text": "y"}]));
+        assert_eq!(
+            m["choices"],
+            json!([{"index": 0, "text": "x"}, {"index": 1, "text": "y"}])
+        );
         assert_eq!(m["usage"]["completion_tokens"], 7);
         assert_eq!(m["usage"]["prompt_tokens"], 10);
         assert_eq!(m["usage"]["total_tokens"], 17);
@@ -255,8 +301,13 @@ mod tests {
         .await;
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
         let early = produced.load(Ordering::SeqCst);
-        assert!(early <= EVENT_BUFFER + 4, "{early} events produced for a reader that read none");
-        let body = axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap();
+        assert!(
+            early <= EVENT_BUFFER + 4,
+            "{early} events produced for a reader that read none"
+        );
+        let body = axum::body::to_bytes(resp.into_body(), usize::MAX)
+            .await
+            .unwrap();
         let text = String::from_utf8(body.to_vec()).unwrap();
         assert_eq!(text.matches("data: ").count(), 2 * EVENTS + 1);
         assert!(text.ends_with("data: [DONE]\n\n"));
@@ -267,12 +318,18 @@ mod tests {
     fn events_rewritten() {
         assert_eq!(rewrite_event("data: [DONE]\n\n", 2), None);
         let out = rewrite_event("data: {\"choices\":[{\"index\":0,\"delta\":{}}]}\n\n", 2).unwrap();
-        let payload: Value = serde_json::from_str(out.strip_prefix("data: ").unwrap().trim_end()).unwrap();
+        let payload: Value =
+            serde_json::from_str(out.strip_prefix("data: ").unwrap().trim_end()).unwrap();
         assert_eq!(payload, json!({"choices": [{"index": 2, "delta": {}}]}));
         assert!(out.ends_with("\n\n"));
         assert_eq!(rewrite_event(":\n\n", 1).unwrap(), ":\n\n");
-        let err = rewrite_event("data: {\"message\":\"model failed at /root/x/y\"}\n\n", 1).unwrap();
-        let v: Value = serde_json::from_str(err.strip_prefix("data: ").unwrap().trim_end()).unwrap();
-        assert_eq!(v, json!({"error": {"message": "model failed at <path>", "type": "server_error", "param": null, "code": null}}));
+        let err =
+            rewrite_event("data: {\"message\":\"model failed at /root/x/y\"}\n\n", 1).unwrap();
+        let v: Value =
+            serde_json::from_str(err.strip_prefix("data: ").unwrap().trim_end()).unwrap();
+        assert_eq!(
+            v,
+            json!({"error": {"message": "model failed at <path>", "type": "server_error", "param": null, "code": null}})
+        );
     }
 }

@@ -26,7 +26,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use candle_core::{DType, Tensor};
-use mistralrs_core::{CustomLogitsProcessor, NormalRequest, Request, RequestMessage, Response, SamplingParams};
+use mistralrs_core::{
+    CustomLogitsProcessor, NormalRequest, Request, RequestMessage, Response, SamplingParams,
+};
 use mistralrs_server_core::types::SharedMistralRsState;
 use tokio::sync::mpsc::{Receiver, WeakSender};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -59,7 +61,9 @@ impl Batching {
             "auto" => Ok(Batching::Auto),
             "serial" => Ok(Batching::Serial),
             "on" => Ok(Batching::On),
-            other => Err(format!("--hlg-batching must be \"auto\", \"serial\" or \"on\", got {other:?}")),
+            other => Err(format!(
+                "--hlg-batching must be \"auto\", \"serial\" or \"on\", got {other:?}"
+            )),
         }
     }
 }
@@ -91,42 +95,85 @@ pub async fn probe(mistralrs: &SharedMistralRsState) -> anyhow::Result<ProbeRepo
     let alone_a = probe_run(mistralrs, 1, [0, 0]).await?;
     let alone_b = probe_run(mistralrs, 1, [1, 1]).await?;
     let batched = probe_run(mistralrs, 2, [0, 1]).await?;
-    let find = |runs: &[(u32, Vec<f32>)], tok: u32| runs.iter().find(|(t, _)| *t == tok).map(|(_, l)| l.clone());
-    let (Some((ta, la)), Some((tb, lb))) = (alone_a.first().cloned(), alone_b.first().cloned()) else {
+    let find = |runs: &[(u32, Vec<f32>)], tok: u32| {
+        runs.iter().find(|(t, _)| *t == tok).map(|(_, l)| l.clone())
+    };
+    let (Some((ta, la)), Some((tb, lb))) = (alone_a.first().cloned(), alone_b.first().cloned())
+    else {
         anyhow::bail!("the probe's single runs recorded no second step");
     };
     let (Some(ba), Some(bb)) = (find(&batched, ta), find(&batched, tb)) else {
-        anyhow::bail!("the probe's batched run recorded {} rows, not the two forced ones", batched.len());
+        anyhow::bail!(
+            "the probe's batched run recorded {} rows, not the two forced ones",
+            batched.len()
+        );
     };
     let diff = |x: &[f32], y: &[f32]| {
-        x.iter().zip(y).map(|(p, q)| if p == q { 0.0 } else { (p - q).abs() }).fold(0.0f32, |m, d| if d.is_nan() { f32::INFINITY } else { m.max(d) })
+        x.iter()
+            .zip(y)
+            .map(|(p, q)| if p == q { 0.0 } else { (p - q).abs() })
+            .fold(
+                0.0f32,
+                |m, d| if d.is_nan() { f32::INFINITY } else { m.max(d) },
+            )
     };
     let max_abs_diff = diff(&la, &ba).max(diff(&lb, &bb));
-    Ok(ProbeReport { max_abs_diff, rows_independent: max_abs_diff <= PROBE_TOLERANCE })
+    Ok(ProbeReport {
+        max_abs_diff,
+        rows_independent: max_abs_diff <= PROBE_TOLERANCE,
+    })
 }
 
 /// One probe request: `n` choices of a fixed prompt, 2 tokens each, the first forced to
 /// the token picked by `force[row]`; returns (first token, second-step logits) per row.
-async fn probe_run(mistralrs: &SharedMistralRsState, n: usize, force: [usize; 2]) -> anyhow::Result<Vec<(u32, Vec<f32>)>> {
-    let recorder = Arc::new(ProbeProcessor { force, first_len: Mutex::new(None), firsts: AtomicUsize::new(0), seen: Mutex::new(vec![]) });
+async fn probe_run(
+    mistralrs: &SharedMistralRsState,
+    n: usize,
+    force: [usize; 2],
+) -> anyhow::Result<Vec<(u32, Vec<f32>)>> {
+    let recorder = Arc::new(ProbeProcessor {
+        force,
+        first_len: Mutex::new(None),
+        firsts: AtomicUsize::new(0),
+        seen: Mutex::new(vec![]),
+    });
     let (tx, mut rx) = tokio::sync::mpsc::channel(16);
-    let params = SamplingParams { max_len: Some(2), n_choices: n, ..SamplingParams::deterministic() };
-    let message = RequestMessage::Completion { text: "The three primary colours are".into(), echo_prompt: false, best_of: None };
-    let mut request = NormalRequest::new_simple(message, params, tx, mistralrs.next_request_id(), None, None);
+    let params = SamplingParams {
+        max_len: Some(2),
+        n_choices: n,
+        ..SamplingParams::deterministic()
+    };
+    let message = RequestMessage::Completion {
+        text: "The three primary colours are".into(),
+        echo_prompt: false,
+        best_of: None,
+    };
+    let mut request =
+        NormalRequest::new_simple(message, params, tx, mistralrs.next_request_id(), None, None);
     request.logits_processors = Some(vec![recorder.clone()]);
-    mistralrs.get_sender(None)?.send(Request::Normal(Box::new(request))).await.map_err(|_| anyhow::anyhow!("the engine is not running"))?;
+    mistralrs
+        .get_sender(None)?
+        .send(Request::Normal(Box::new(request)))
+        .await
+        .map_err(|_| anyhow::anyhow!("the engine is not running"))?;
     let mut done = 0;
     while done < 1 {
         match rx.recv().await {
             Some(Response::CompletionDone(_)) => done += 1,
-            Some(Response::CompletionModelError(e, _)) => anyhow::bail!("probe request failed: {e}"),
+            Some(Response::CompletionModelError(e, _)) => {
+                anyhow::bail!("probe request failed: {e}")
+            }
             Some(Response::InternalError(e)) => anyhow::bail!("probe request failed: {e}"),
             Some(Response::ValidationError(e)) => anyhow::bail!("probe request failed: {e}"),
             Some(_) => {}
             None => anyhow::bail!("the engine dropped the probe request"),
         }
     }
-    let seen = recorder.seen.lock().map_err(|_| anyhow::anyhow!("probe state poisoned"))?.clone();
+    let seen = recorder
+        .seen
+        .lock()
+        .map_err(|_| anyhow::anyhow!("probe state poisoned"))?
+        .clone();
     Ok(seen)
 }
 
@@ -163,7 +210,10 @@ impl CustomLogitsProcessor for ProbeProcessor {
             let start = self.first_len.lock().map_err(poisoned)?.unwrap_or(0);
             let row_first = context.get(start).copied().unwrap_or(u32::MAX);
             let values: Vec<f32> = logits.to_dtype(DType::F32)?.flatten_all()?.to_vec1()?;
-            self.seen.lock().map_err(poisoned)?.push((row_first, values));
+            self.seen
+                .lock()
+                .map_err(poisoned)?
+                .push((row_first, values));
             row_first
         };
         force_tokens(logits, &[tok])
@@ -197,7 +247,11 @@ pub struct Gate {
 impl Gate {
     /// A gate that admits one request at a time (`serial`) or every request.
     pub fn new(serial: bool, eos: Vec<u32>) -> Self {
-        Gate { permits: serial.then(|| Arc::new(Semaphore::new(1))), in_engine: Arc::default(), eos: eos.into() }
+        Gate {
+            permits: serial.then(|| Arc::new(Semaphore::new(1))),
+            in_engine: Arc::default(),
+            eos: eos.into(),
+        }
     }
 
     /// Whether requests are admitted one at a time.
@@ -223,7 +277,10 @@ impl Gate {
             in_engine: self.in_engine.clone(),
             senders: None,
             receiver: None,
-            cancel: Arc::new(CancelOnDrop { cancelled: AtomicBool::new(false), eos: self.eos.clone() }),
+            cancel: Arc::new(CancelOnDrop {
+                cancelled: AtomicBool::new(false),
+                eos: self.eos.clone(),
+            }),
             finished: false,
         }
     }
@@ -293,7 +350,9 @@ impl Drop for Admission {
             drop(permit);
             in_engine.fetch_sub(1, Ordering::SeqCst);
         };
-        let Ok(rt) = tokio::runtime::Handle::try_current() else { return release() };
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return release();
+        };
         if let Some(mut rx) = self.receiver.take() {
             // `None` once the engine has dropped every sender: its sequences are gone.
             rt.spawn(async move {
@@ -302,11 +361,17 @@ impl Drop for Admission {
             });
             return;
         }
-        let Some(weak) = self.senders.take().filter(|w| w.strong_count() > 0) else { return release() };
+        let Some(weak) = self.senders.take().filter(|w| w.strong_count() > 0) else {
+            return release();
+        };
         // A delivered stream's sequences only wait for the engine's next step to be
         // dropped; a cancelled one ends at its next token. The limits only keep a sender
         // the engine never drops from stopping the server for good.
-        let limit = if self.finished { Duration::from_secs(5) } else { Duration::from_secs(120) };
+        let limit = if self.finished {
+            Duration::from_secs(5)
+        } else {
+            Duration::from_secs(120)
+        };
         rt.spawn(async move {
             let t0 = std::time::Instant::now();
             while weak.strong_count() > 0 {
@@ -348,8 +413,12 @@ impl CustomLogitsProcessor for CancelOnDrop {
 /// and the end-of-turn id where present); empty when the file has none.
 pub fn gguf_eos(path: &std::path::Path) -> Vec<u32> {
     use candle_core::quantized::gguf_file::Content;
-    let Ok(mut f) = std::fs::File::open(path) else { return vec![] };
-    let Ok(content) = Content::read(&mut f) else { return vec![] };
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return vec![];
+    };
+    let Ok(content) = Content::read(&mut f) else {
+        return vec![];
+    };
     ["tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"]
         .iter()
         .filter_map(|k| content.metadata.get(*k).and_then(|v| v.to_u32().ok()))
@@ -359,7 +428,10 @@ pub fn gguf_eos(path: &std::path::Path) -> Vec<u32> {
 /// `resp` with `admission` held by its body: finished when the body has been read to its
 /// end, cancelled when the body is dropped before (the client went away). Error events
 /// of a stream come out in OpenAI's shape ([`crate::server::security`]).
-pub fn guard_body(resp: axum::response::Response, admission: Admission) -> axum::response::Response {
+pub fn guard_body(
+    resp: axum::response::Response,
+    admission: Admission,
+) -> axum::response::Response {
     use futures::StreamExt;
     let (parts, body) = resp.into_parts();
     let mut admission = Some(admission);
@@ -369,7 +441,10 @@ pub fn guard_body(resp: axum::response::Response, admission: Admission) -> axum:
         }
         std::task::Poll::Ready(None)
     });
-    let stream = body.into_data_stream().map(|f| f.map(crate::server::security::openai_sse_frame)).chain(end);
+    let stream = body
+        .into_data_stream()
+        .map(|f| f.map(crate::server::security::openai_sse_frame))
+        .chain(end);
     axum::response::Response::from_parts(parts, axum::body::Body::from_stream(stream))
 }
 
@@ -382,45 +457,73 @@ pub fn guard_body(resp: axum::response::Response, admission: Admission) -> axum:
 /// with `background: true`) keeps the turn until upstream reports it finished.
 pub(crate) fn gated_upstream(upstream: axum::Router, gate: Gate) -> axum::Router {
     let inner = upstream.clone();
-    upstream.layer(axum::middleware::from_fn(move |req: axum::extract::Request, next: axum::middleware::Next| {
-        let gate = gate.clone();
-        let inner = inner.clone();
-        async move {
-            let engine_bound = req.method() == axum::http::Method::POST && !req.uri().path().ends_with("/cancel");
-            if !engine_bound {
-                return next.run(req).await;
+    upstream.layer(axum::middleware::from_fn(
+        move |req: axum::extract::Request, next: axum::middleware::Next| {
+            let gate = gate.clone();
+            let inner = inner.clone();
+            async move {
+                let engine_bound = req.method() == axum::http::Method::POST
+                    && !req.uri().path().ends_with("/cancel");
+                if !engine_bound {
+                    return next.run(req).await;
+                }
+                let responses = req.uri().path() == "/v1/responses";
+                let mut admission = gate.admit().await;
+                admission.finish();
+                let resp = match tokio::spawn(next.run(req)).await {
+                    Ok(r) => r,
+                    Err(e) => {
+                        return crate::server::openai_error(
+                            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                            format!("the request's handler failed: {e}"),
+                            None,
+                        )
+                    }
+                };
+                if responses {
+                    return hold_while_background(resp, admission, inner).await;
+                }
+                guard_body(resp, admission)
             }
-            let responses = req.uri().path() == "/v1/responses";
-            let mut admission = gate.admit().await;
-            admission.finish();
-            let resp = match tokio::spawn(next.run(req)).await {
-                Ok(r) => r,
-                Err(e) => return crate::server::openai_error(axum::http::StatusCode::INTERNAL_SERVER_ERROR, format!("the request's handler failed: {e}"), None),
-            };
-            if responses {
-                return hold_while_background(resp, admission, inner).await;
-            }
-            guard_body(resp, admission)
-        }
-    }))
+        },
+    ))
 }
 
 /// For a `/v1/responses` answer: when it is a queued background response, keeps the
 /// turn until upstream's `GET /v1/responses/{id}` reports it ended; otherwise as
 /// [`guard_body`].
-async fn hold_while_background(resp: axum::response::Response, admission: Admission, inner: axum::Router) -> axum::response::Response {
-    let is_json = resp.headers().get(axum::http::header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+async fn hold_while_background(
+    resp: axum::response::Response,
+    admission: Admission,
+    inner: axum::Router,
+) -> axum::response::Response {
+    let is_json = resp
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
     if !is_json {
         return guard_body(resp, admission);
     }
     let (parts, body) = resp.into_parts();
     let bytes = match axum::body::to_bytes(body, 64 << 20).await {
         Ok(b) => b,
-        Err(e) => return crate::server::openai_error(axum::http::StatusCode::INTERNAL_SERVER_ERROR, format!("reading the response: {e}"), None),
+        Err(e) => {
+            return crate::server::openai_error(
+                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                format!("reading the response: {e}"),
+                None,
+            )
+        }
     };
     let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
-    let queued = v.get("status").and_then(|s| s.as_str()).is_some_and(|s| s == "queued" || s == "in_progress");
-    if let (true, Some(id)) = (queued, v.get("id").and_then(|i| i.as_str()).map(str::to_owned)) {
+    let queued = v
+        .get("status")
+        .and_then(|s| s.as_str())
+        .is_some_and(|s| s == "queued" || s == "in_progress");
+    if let (true, Some(id)) = (
+        queued,
+        v.get("id").and_then(|i| i.as_str()).map(str::to_owned),
+    ) {
         tokio::spawn(async move {
             let _turn = admission;
             while !background_ended(&inner, &id).await {
@@ -433,13 +536,19 @@ async fn hold_while_background(resp: axum::response::Response, admission: Admiss
 
 async fn background_ended(inner: &axum::Router, id: &str) -> bool {
     use tower::ServiceExt;
-    let req = axum::http::Request::get(format!("/v1/responses/{id}")).body(axum::body::Body::empty());
+    let req =
+        axum::http::Request::get(format!("/v1/responses/{id}")).body(axum::body::Body::empty());
     let Ok(req) = req else { return true };
     let Ok(resp) = inner.clone().oneshot(req).await;
     if !resp.status().is_success() {
         return true;
     }
-    let Ok(bytes) = axum::body::to_bytes(resp.into_body(), 64 << 20).await else { return true };
+    let Ok(bytes) = axum::body::to_bytes(resp.into_body(), 64 << 20).await else {
+        return true;
+    };
     let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
-    !matches!(v.get("status").and_then(|s| s.as_str()), Some("queued" | "in_progress"))
+    !matches!(
+        v.get("status").and_then(|s| s.as_str()),
+        Some("queued" | "in_progress")
+    )
 }

@@ -32,16 +32,33 @@ impl ModelSource {
     pub fn resolve(model: &str, gguf_file: Option<&str>) -> anyhow::Result<Self> {
         let path = Path::new(model);
         if path.is_file() {
-            let dir = path.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
-            let file = path.file_name().context("model path has no file name")?.to_string_lossy().into_owned();
-            return Ok(ModelSource::Local { dir: if dir.as_os_str().is_empty() { ".".into() } else { dir }, file });
+            let dir = path
+                .parent()
+                .map(Path::to_path_buf)
+                .unwrap_or_else(|| PathBuf::from("."));
+            let file = path
+                .file_name()
+                .context("model path has no file name")?
+                .to_string_lossy()
+                .into_owned();
+            return Ok(ModelSource::Local {
+                dir: if dir.as_os_str().is_empty() {
+                    ".".into()
+                } else {
+                    dir
+                },
+                file,
+            });
         }
         if path.is_dir() {
             let file = match gguf_file {
                 Some(f) => f.to_string(),
                 None => single_gguf(path)?,
             };
-            return Ok(ModelSource::Local { dir: path.to_path_buf(), file });
+            return Ok(ModelSource::Local {
+                dir: path.to_path_buf(),
+                file,
+            });
         }
         match gguf_file {
             Some(f) => Ok(ModelSource::Hub { repo: model.to_string(), file: f.to_string() }),
@@ -61,7 +78,10 @@ impl ModelSource {
             ModelSource::Local { dir, file } => super::engine::gguf_eos(&dir.join(file)),
             ModelSource::Hub { .. } => vec![],
         };
-        super::ModelHints { eos, name: Some(file.strip_suffix(".gguf").unwrap_or(file).to_string()) }
+        super::ModelHints {
+            eos,
+            name: Some(file.strip_suffix(".gguf").unwrap_or(file).to_string()),
+        }
     }
 }
 
@@ -76,7 +96,11 @@ fn single_gguf(dir: &Path) -> anyhow::Result<String> {
     match found.len() {
         1 => Ok(found.remove(0)),
         0 => bail!("{}: no .gguf file in this directory", dir.display()),
-        _ => bail!("{}: several .gguf files ({}); name one with --gguf-file", dir.display(), found.join(", ")),
+        _ => bail!(
+            "{}: several .gguf files ({}); name one with --gguf-file",
+            dir.display(),
+            found.join(", ")
+        ),
     }
 }
 
@@ -103,26 +127,42 @@ impl EngineOptions {
     /// Whether the engine will run on the CPU: forced, or no accelerator compiled in and
     /// present (the detection upstream's server builder makes).
     pub fn on_cpu(&self) -> bool {
-        self.cpu || !(candle_core::utils::cuda_is_available() || candle_core::utils::metal_is_available())
+        self.cpu
+            || !(candle_core::utils::cuda_is_available()
+                || candle_core::utils::metal_is_available())
     }
 
     /// The prefix-cache size the engine gets (see [`EngineOptions::prefix_cache_n`]).
     pub fn prefix_cache(&self) -> usize {
-        self.prefix_cache_n.unwrap_or(if self.on_cpu() { 0 } else { UPSTREAM_PREFIX_CACHE_N })
+        self.prefix_cache_n.unwrap_or(if self.on_cpu() {
+            0
+        } else {
+            UPSTREAM_PREFIX_CACHE_N
+        })
     }
 }
 
 /// Loads the model on the CPU (or the best device with `cpu = false`), tokenizer and chat
 /// template from the GGUF metadata, no hub token.
 pub async fn load(source: &ModelSource, cpu: bool) -> anyhow::Result<SharedMistralRsState> {
-    load_with(source, &EngineOptions { cpu, ..EngineOptions::default() }).await
+    load_with(
+        source,
+        &EngineOptions {
+            cpu,
+            ..EngineOptions::default()
+        },
+    )
+    .await
 }
 
 /// [`load`] with the engine's options. The sampler's generator has a fixed seed of its
 /// own in mistral.rs 0.8.1, and candle's CPU device cannot be seeded (upstream's
 /// `--seed` fails on the CPU with "cannot seed the CPU rng"), so on the CPU the seed is
 /// noted and not applied.
-pub async fn load_with(source: &ModelSource, options: &EngineOptions) -> anyhow::Result<SharedMistralRsState> {
+pub async fn load_with(
+    source: &ModelSource,
+    options: &EngineOptions,
+) -> anyhow::Result<SharedMistralRsState> {
     let on_cpu = options.on_cpu();
     let seed = match options.seed {
         Some(s) if on_cpu => {
@@ -167,14 +207,36 @@ mod tests {
 
     #[test]
     fn the_cpu_engine_gets_no_prefix_cache_unless_asked() {
-        let cpu = EngineOptions { cpu: true, ..EngineOptions::default() };
+        let cpu = EngineOptions {
+            cpu: true,
+            ..EngineOptions::default()
+        };
         assert!(cpu.on_cpu());
-        assert_eq!(cpu.prefix_cache(), 0, "mistral.rs 0.8.1 never evicts CPU prefix caches");
-        assert_eq!(EngineOptions { prefix_cache_n: Some(16), ..cpu.clone() }.prefix_cache(), 16);
+        assert_eq!(
+            cpu.prefix_cache(),
+            0,
+            "mistral.rs 0.8.1 never evicts CPU prefix caches"
+        );
+        assert_eq!(
+            EngineOptions {
+                prefix_cache_n: Some(16),
+                ..cpu.clone()
+            }
+            .prefix_cache(),
+            16
+        );
         // Without `cpu` the device is detected: an accelerator compiled in keeps upstream's.
         let detected = EngineOptions::default();
-        let accelerator = candle_core::utils::cuda_is_available() || candle_core::utils::metal_is_available();
+        let accelerator =
+            candle_core::utils::cuda_is_available() || candle_core::utils::metal_is_available();
         assert_eq!(detected.on_cpu(), !accelerator);
-        assert_eq!(detected.prefix_cache(), if accelerator { UPSTREAM_PREFIX_CACHE_N } else { 0 });
+        assert_eq!(
+            detected.prefix_cache(),
+            if accelerator {
+                UPSTREAM_PREFIX_CACHE_N
+            } else {
+                0
+            }
+        );
     }
 }

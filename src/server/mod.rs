@@ -1,11 +1,16 @@
-//! The OpenAI-compatible server: mistralrs-server-core's router with HLG on the two
+//! The OpenAI-compatible server: mistralrs-server-core's router with HLG on the
 //! generation routes.
 //!
-//! [`router`] owns `POST /v1/chat/completions` and `POST /v1/completions` (both accept an
-//! `hlg` object), adds `GET /v1/hlg` (the server's effective HLG defaults), and falls back
+//! [`router`] owns `POST /v1/chat/completions`, `POST /v1/completions` and
+//! `POST /v1/responses` (each accepts an `hlg` object), adds `GET /v1/hlg` (the server's
+//! effective HLG defaults) and `GET /api-doc/openapi.json`, and falls back
 //! to the upstream router for every other route, untouched. The `hlg` field is taken off
 //! the JSON body before the rest is read as upstream's request type, validated once, and
 //! a bad value is a 400 in OpenAI's error shape naming the field in `param`.
+
+// The handlers' helpers return a finished HTTP answer as their error (an axum
+// `Response`, 128 bytes, or a response resource): built once, on the error path.
+#![allow(clippy::result_large_err)]
 
 use std::sync::Arc;
 
@@ -15,7 +20,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use mistralrs_server_core::handler_core::{create_response_channel, send_request, send_request_with_model};
+use mistralrs_server_core::handler_core::{
+    create_response_channel, send_request, send_request_with_model,
+};
 use mistralrs_server_core::mistralrs_server_router_builder::MistralRsServerRouterBuilder;
 use mistralrs_server_core::openai::{ChatCompletionRequest, CompletionRequest};
 use mistralrs_server_core::types::SharedMistralRsState;
@@ -60,11 +67,18 @@ pub const FLAGS: [(&str, &str); 7] = [
 /// assert!(defaults_from_flags([("hlg-toe", RawValue::Number(-3.0))]).is_err());
 /// # Ok::<(), String>(())
 /// ```
-pub fn defaults_from_flags<'a>(pairs: impl IntoIterator<Item = (&'a str, RawValue)>) -> Result<HlgConfig, String> {
+pub fn defaults_from_flags<'a>(
+    pairs: impl IntoIterator<Item = (&'a str, RawValue)>,
+) -> Result<HlgConfig, String> {
     let mut cfg = HlgConfig::default();
     for (flag, value) in pairs {
-        let field = FLAGS.iter().find(|(f, _)| *f == flag).map(|(_, field)| *field).ok_or_else(|| format!("unknown option `{flag}`"))?;
-        cfg.set(field, value).map_err(|e| format!("--{flag}: {e}"))?;
+        let field = FLAGS
+            .iter()
+            .find(|(f, _)| *f == flag)
+            .map(|(_, field)| *field)
+            .ok_or_else(|| format!("unknown option `{flag}`"))?;
+        cfg.set(field, value)
+            .map_err(|e| format!("--{flag}: {e}"))?;
     }
     Ok(cfg)
 }
@@ -102,7 +116,11 @@ fn bounded_count(v: &Value, field: &str, max: u64) -> Result<Option<u64>, Respon
         None | Some(Value::Null) => Ok(None),
         Some(x) => match x.as_u64() {
             Some(n) if (1..=max).contains(&n) => Ok(Some(n)),
-            _ => Err(openai_error(StatusCode::BAD_REQUEST, format!("`{field}` must be an integer between 1 and {max}, got {x}"), Some(field))),
+            _ => Err(openai_error(
+                StatusCode::BAD_REQUEST,
+                format!("`{field}` must be an integer between 1 and {max}, got {x}"),
+                Some(field),
+            )),
         },
     }
 }
@@ -134,12 +152,19 @@ struct AppState {
 /// management routes and media from files or remote addresses refused, OpenAI-shaped
 /// errors). `n > 1` is split (see [`Choices`]); requests are not serialised (see
 /// [`HlgServerOptions::router`] for the probe and the gate).
-pub async fn router(mistralrs: SharedMistralRsState, defaults: HlgConfig) -> anyhow::Result<Router> {
+pub async fn router(
+    mistralrs: SharedMistralRsState,
+    defaults: HlgConfig,
+) -> anyhow::Result<Router> {
     router_with(mistralrs, defaults, Choices::Split).await
 }
 
 /// [`router`] with the `n > 1` handling chosen.
-pub async fn router_with(mistralrs: SharedMistralRsState, defaults: HlgConfig, choices: Choices) -> anyhow::Result<Router> {
+pub async fn router_with(
+    mistralrs: SharedMistralRsState,
+    defaults: HlgConfig,
+    choices: Choices,
+) -> anyhow::Result<Router> {
     router_with_backend(mistralrs, defaults, choices, Backend::Kernel).await
 }
 
@@ -150,7 +175,14 @@ pub async fn router_with_backend(
     choices: Choices,
     backend: Backend,
 ) -> anyhow::Result<Router> {
-    let router = router_with_gate(mistralrs, defaults, choices, backend, Gate::new(false, vec![])).await?;
+    let router = router_with_gate(
+        mistralrs,
+        defaults,
+        choices,
+        backend,
+        Gate::new(false, vec![]),
+    )
+    .await?;
     Ok(security::Exposure::default().apply(router))
 }
 
@@ -166,22 +198,40 @@ pub async fn router_with_gate(
     backend: Backend,
     gate: Gate,
 ) -> anyhow::Result<Router> {
-    let upstream = MistralRsServerRouterBuilder::new().with_mistralrs(mistralrs.clone()).build().await?;
+    let upstream = MistralRsServerRouterBuilder::new()
+        .with_mistralrs(mistralrs.clone())
+        .build()
+        .await?;
     let upstream = engine::gated_upstream(upstream, gate.clone());
-    let state = Arc::new(AppState { mistralrs, defaults, choices, backend, gate, upstream: upstream.clone() });
+    let state = Arc::new(AppState {
+        mistralrs,
+        defaults,
+        choices,
+        backend,
+        gate,
+        upstream: upstream.clone(),
+    });
     // Upstream's layers on this crate's routes too: its CORS policy (any origin, GET and
     // POST, the content-type and authorization headers) and its body limit.
     let cors = tower_http::cors::CorsLayer::new()
         .allow_methods([axum::http::Method::GET, axum::http::Method::POST])
-        .allow_headers([axum::http::header::CONTENT_TYPE, axum::http::header::AUTHORIZATION])
+        .allow_headers([
+            axum::http::header::CONTENT_TYPE,
+            axum::http::header::AUTHORIZATION,
+        ])
         .allow_origin(tower_http::cors::AllowOrigin::any());
     Ok(Router::new()
         .route("/v1/chat/completions", post(chat))
         .route("/v1/completions", post(complete))
         .route("/v1/responses", post(respond))
         .route("/v1/hlg", get(hlg_defaults))
-        .route("/api-doc/openapi.json", get(|| async { Json(openapi::document()) }))
-        .route_layer(axum::extract::DefaultBodyLimit::max(security::MAX_BODY_BYTES))
+        .route(
+            "/api-doc/openapi.json",
+            get(|| async { Json(openapi::document()) }),
+        )
+        .route_layer(axum::extract::DefaultBodyLimit::max(
+            security::MAX_BODY_BYTES,
+        ))
         .route_layer(cors)
         .with_state(state)
         .fallback_service(upstream))
@@ -190,7 +240,10 @@ pub async fn router_with_gate(
 /// Binds `host:port` and serves `router` until the process ends.
 pub async fn serve(router: Router, host: &str, port: u16) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind((host, port)).await?;
-    tracing::info!("mistralrs-hlg listening on http://{}", listener.local_addr()?);
+    tracing::info!(
+        "mistralrs-hlg listening on http://{}",
+        listener.local_addr()?
+    );
     axum::serve(listener, router).await?;
     Ok(())
 }
@@ -201,7 +254,11 @@ async fn hlg_defaults(State(s): State<Arc<AppState>>) -> Json<HlgConfig> {
 
 /// An OpenAI-shaped error response.
 pub(crate) fn openai_error(status: StatusCode, message: String, param: Option<&str>) -> Response {
-    let kind = if status.is_server_error() { "server_error" } else { "invalid_request_error" };
+    let kind = if status.is_server_error() {
+        "server_error"
+    } else {
+        "invalid_request_error"
+    };
     security::error(status, kind, &message, param, None)
 }
 
@@ -211,14 +268,25 @@ fn hlg_error(e: HlgError) -> Response {
 
 /// Splits the JSON body into the request (without `hlg`) and the `hlg` object.
 fn split_body(body: &Bytes) -> Result<(Value, Option<HlgConfig>), Response> {
-    let mut v: Value = serde_json::from_slice(body)
-        .map_err(|e| openai_error(StatusCode::BAD_REQUEST, format!("invalid JSON body: {e}"), None))?;
+    let mut v: Value = serde_json::from_slice(body).map_err(|e| {
+        openai_error(
+            StatusCode::BAD_REQUEST,
+            format!("invalid JSON body: {e}"),
+            None,
+        )
+    })?;
     let hlg = match v.as_object_mut().and_then(|o| o.remove("hlg")) {
         None => None,
         Some(h) => match HlgConfig::deserialize_checked(h) {
             Ok(Ok(cfg)) => Some(cfg),
             Ok(Err(e)) => return Err(hlg_error(e)),
-            Err(e) => return Err(openai_error(StatusCode::BAD_REQUEST, e.to_string(), Some("hlg"))),
+            Err(e) => {
+                return Err(openai_error(
+                    StatusCode::BAD_REQUEST,
+                    e.to_string(),
+                    Some("hlg"),
+                ))
+            }
         },
     };
     Ok((v, hlg))
@@ -226,7 +294,13 @@ fn split_body(body: &Bytes) -> Result<(Value, Option<HlgConfig>), Response> {
 
 /// Upstream's request type from the JSON body.
 fn parse<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, Response> {
-    serde_json::from_value(v).map_err(|e| openai_error(StatusCode::UNPROCESSABLE_ENTITY, format!("invalid request: {e}"), None))
+    serde_json::from_value(v).map_err(|e| {
+        openai_error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("invalid request: {e}"),
+            None,
+        )
+    })
 }
 
 /// A generation request's body checked: the request without `hlg`, the curve it runs
@@ -235,13 +309,28 @@ fn checked(s: &AppState, body: &Bytes) -> Result<(Value, Option<HlgCurve>, u64),
     let (v, hlg) = split_body(body)?;
     let curve = curve_for_request(hlg.as_ref(), &s.defaults);
     let n = bounded_count(&v, "n", MAX_CHOICES)?.unwrap_or(1);
-    if let Some(model) = v.get("model").and_then(Value::as_str).filter(|m| *m != "default") {
+    if let Some(model) = v
+        .get("model")
+        .and_then(Value::as_str)
+        .filter(|m| *m != "default")
+    {
         if !s.mistralrs.model_exists(model).unwrap_or(false) {
             let msg = format!("the model `{model}` does not exist on this server (see GET /v1/models; `default` names the served model)");
-            return Err(security::error(StatusCode::NOT_FOUND, "invalid_request_error", &security::scrub_paths(&msg), Some("model"), Some("model_not_found")));
+            return Err(security::error(
+                StatusCode::NOT_FOUND,
+                "invalid_request_error",
+                &security::scrub_paths(&msg),
+                Some("model"),
+                Some("model_not_found"),
+            ));
         }
     }
-    let max_len = s.mistralrs.max_sequence_length(None).ok().flatten().map_or(MAX_TOKENS, |m| m as u64);
+    let max_len = s
+        .mistralrs
+        .max_sequence_length(None)
+        .ok()
+        .flatten()
+        .map_or(MAX_TOKENS, |m| m as u64);
     for field in ["max_tokens", "max_completion_tokens", "max_output_tokens"] {
         bounded_count(&v, field, max_len)?;
     }
@@ -263,12 +352,19 @@ where
         let streaming = v.get("stream").and_then(Value::as_bool).unwrap_or(false);
         let mut single = v;
         single["n"] = Value::from(1);
-        return choices::merged(n as usize, streaming, move |_| one(s.clone(), single.clone(), curve)).await;
+        return choices::merged(n as usize, streaming, move |_| {
+            one(s.clone(), single.clone(), curve)
+        })
+        .await;
     }
     one(s, v, curve).await
 }
 
-async fn respond(State(s): State<Arc<AppState>>, headers: axum::http::HeaderMap, body: Bytes) -> Response {
+async fn respond(
+    State(s): State<Arc<AppState>>,
+    headers: axum::http::HeaderMap,
+    body: Bytes,
+) -> Response {
     if let Some(resp) = not_json(&headers) {
         return resp;
     }
@@ -279,23 +375,36 @@ async fn respond(State(s): State<Arc<AppState>>, headers: axum::http::HeaderMap,
     // Upstream goes on without the history of an id it does not hold; a client that names
     // one expects its context, so both paths refuse it.
     if let Some(prev) = v.get("previous_response_id").and_then(Value::as_str) {
-        let held = mistralrs_server_core::cached_responses::get_response_cache().get_conversation_history(prev);
+        let held = mistralrs_server_core::cached_responses::get_response_cache()
+            .get_conversation_history(prev);
         if !matches!(held, Ok(Some(_))) {
             let msg = format!("no stored response `{prev}` (responses are kept in this server's memory, when sent with `store` on)");
-            return openai_error(StatusCode::NOT_FOUND, security::scrub_paths(&msg), Some("previous_response_id"));
+            return openai_error(
+                StatusCode::NOT_FOUND,
+                security::scrub_paths(&msg),
+                Some("previous_response_id"),
+            );
         }
     }
     responses::create(s, v, curve, body).await
 }
 
-async fn chat(State(s): State<Arc<AppState>>, headers: axum::http::HeaderMap, body: Bytes) -> Response {
+async fn chat(
+    State(s): State<Arc<AppState>>,
+    headers: axum::http::HeaderMap,
+    body: Bytes,
+) -> Response {
     if let Some(resp) = not_json(&headers) {
         return resp;
     }
     generate(s, body, chat_one).await
 }
 
-async fn complete(State(s): State<Arc<AppState>>, headers: axum::http::HeaderMap, body: Bytes) -> Response {
+async fn complete(
+    State(s): State<Arc<AppState>>,
+    headers: axum::http::HeaderMap,
+    body: Bytes,
+) -> Response {
     if let Some(resp) = not_json(&headers) {
         return resp;
     }
@@ -306,13 +415,29 @@ async fn complete(State(s): State<Arc<AppState>>, headers: axum::http::HeaderMap
 /// origin from starting generations with a form-like `text/plain` POST, which a browser
 /// sends without asking the server first (a JSON one it sends only after CORS allows it).
 fn not_json(headers: &axum::http::HeaderMap) -> Option<Response> {
-    let ct = headers.get(axum::http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
-    let essence = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let ct = headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let essence = ct
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
     if essence == "application/json" || essence.ends_with("+json") {
         return None;
     }
-    let got = if ct.is_empty() { "none".to_string() } else { format!("{ct:?}") };
-    Some(openai_error(StatusCode::UNSUPPORTED_MEDIA_TYPE, format!("the request body must be JSON (`Content-Type: application/json`), got {got}"), None))
+    let got = if ct.is_empty() {
+        "none".to_string()
+    } else {
+        format!("{ct:?}")
+    };
+    Some(openai_error(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        format!("the request body must be JSON (`Content-Type: application/json`), got {got}"),
+        None,
+    ))
 }
 
 async fn chat_one(s: Arc<AppState>, v: Value, curve: Option<HlgCurve>) -> Response {
@@ -324,20 +449,26 @@ async fn chat_one(s: Arc<AppState>, v: Value, curve: Option<HlgCurve>) -> Respon
     let model_id = (req.model != "default").then(|| req.model.clone());
     let (tx, rx) = create_response_channel(None);
     let senders = tx.downgrade();
-    let (mut request, streaming) = match chat_completion::parse_request(req, state.clone(), tx).await {
-        Ok(x) => x,
-        Err(e) => return invalid_request(e),
-    };
+    let (mut request, streaming) =
+        match chat_completion::parse_request(req, state.clone(), tx).await {
+            Ok(x) => x,
+            Err(e) => return invalid_request(e),
+        };
     let mut admission = admit(&s, &mut request, curve).await;
     if let Err(e) = send_request_with_model(&state, request, model_id.as_deref()).await {
         return chat_completion::handle_error(state, e.into()).into_response();
     }
     if streaming {
         admission.track(senders);
-        engine::guard_body(chat_completion::create_streamer(rx, state, None, None).into_response(), admission)
+        engine::guard_body(
+            chat_completion::create_streamer(rx, state, None, None).into_response(),
+            admission,
+        )
     } else {
         admission.hold(rx);
-        let resp = chat_completion::process_non_streaming_response(admission.receiver(), state).await.into_response();
+        let resp = chat_completion::process_non_streaming_response(admission.receiver(), state)
+            .await
+            .into_response();
         admission.finish();
         resp
     }
@@ -346,18 +477,29 @@ async fn chat_one(s: Arc<AppState>, v: Value, curve: Option<HlgCurve>) -> Respon
 /// A request upstream's parser refused (bad content parts, media that cannot be read, a
 /// tool schema it cannot use): the client's error, a 400, where upstream answers 500.
 fn invalid_request(e: impl std::fmt::Display) -> Response {
-    openai_error(StatusCode::BAD_REQUEST, security::scrub_paths(&format!("invalid request: {e}")), None)
+    openai_error(
+        StatusCode::BAD_REQUEST,
+        security::scrub_paths(&format!("invalid request: {e}")),
+        None,
+    )
 }
 
 /// Waits for the engine's turn, then arms `request` with HLG (when `curve` is set) and the
 /// admission's cancel-on-disconnect processor, last.
-async fn admit(s: &AppState, request: &mut mistralrs_core::Request, curve: Option<HlgCurve>) -> engine::Admission {
+async fn admit(
+    s: &AppState,
+    request: &mut mistralrs_core::Request,
+    curve: Option<HlgCurve>,
+) -> engine::Admission {
     let admission = s.gate.admit().await;
     if let Some(c) = curve {
         arm_request_with(request, &c, s.backend);
     }
     if let mistralrs_core::Request::Normal(normal) = request {
-        normal.logits_processors.get_or_insert_with(Vec::new).push(admission.canceller());
+        normal
+            .logits_processors
+            .get_or_insert_with(Vec::new)
+            .push(admission.canceller());
     }
     admission
 }
@@ -380,10 +522,15 @@ async fn complete_one(s: Arc<AppState>, v: Value, curve: Option<HlgCurve>) -> Re
     }
     if streaming {
         admission.track(senders);
-        engine::guard_body(completions::create_streamer(rx, state, None, None).into_response(), admission)
+        engine::guard_body(
+            completions::create_streamer(rx, state, None, None).into_response(),
+            admission,
+        )
     } else {
         admission.hold(rx);
-        let resp = completions::process_non_streaming_response(admission.receiver(), state).await.into_response();
+        let resp = completions::process_non_streaming_response(admission.receiver(), state)
+            .await
+            .into_response();
         admission.finish();
         resp
     }

@@ -13,13 +13,19 @@ use crate::curve::{Range, ToeShape, MAX_NATS, PIVOT_OFFSET, SHOULDER, TOE, WIDTH
 
 /// The name of the request body schema of `POST path`, as the document refers to it.
 fn request_schema(doc: &Value, path: &str) -> Option<String> {
-    let r = doc["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]["$ref"].as_str()?;
+    let r = doc["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]
+        ["$ref"]
+        .as_str()?;
     r.strip_prefix("#/components/schemas/").map(str::to_owned)
 }
 
 fn number(range: &Range, off: bool, what: &str) -> Value {
     let n = json!({"type": "number", "minimum": range.min(), "maximum": MAX_NATS});
-    let n = if off { json!({"oneOf": [n, {"type": "string", "enum": ["off"]}]}) } else { n };
+    let n = if off {
+        json!({"oneOf": [n, {"type": "string", "enum": ["off"]}]})
+    } else {
+        n
+    };
     let mut n = n;
     n["description"] = Value::from(format!("{what} Accepted: {}.", range.expected));
     n
@@ -45,12 +51,19 @@ pub fn hlg_schema() -> Value {
 
 /// Upstream's document with `hlg` described.
 pub fn document() -> Value {
-    let mut doc = serde_json::to_value(mistralrs_server_core::openapi_doc::get_openapi_doc(None)).unwrap_or_else(|_| json!({}));
+    let mut doc = serde_json::to_value(mistralrs_server_core::openapi_doc::get_openapi_doc(None))
+        .unwrap_or_else(|_| json!({}));
     doc["components"]["schemas"]["Hlg"] = hlg_schema();
     let field = json!({"oneOf": [{"type": "boolean"}, {"$ref": "#/components/schemas/Hlg"}], "description": "HLG sampling (mistralrs-hlg)."});
     for path in super::security::HLG_ROUTES {
-        let Some(name) = request_schema(&doc, path) else { continue };
-        if let Some(props) = doc["components"]["schemas"].get_mut(&name).and_then(|s| s.get_mut("properties")).and_then(Value::as_object_mut) {
+        let Some(name) = request_schema(&doc, path) else {
+            continue;
+        };
+        if let Some(props) = doc["components"]["schemas"]
+            .get_mut(&name)
+            .and_then(|s| s.get_mut("properties"))
+            .and_then(Value::as_object_mut)
+        {
             props.insert("hlg".into(), field.clone());
         }
     }
@@ -74,22 +87,49 @@ mod tests {
         for field in ["pivot_offset", "width", "shoulder", "toe"] {
             let p = &schema["properties"][field];
             let n = p.get("oneOf").map_or(p, |o| &o[0]);
-            let (min, max) = (n["minimum"].as_f64().unwrap(), n["maximum"].as_f64().unwrap());
-            let ok = |v: f64| HlgConfig::deserialize_checked(json!({ field: v })).unwrap().is_ok();
+            let (min, max) = (
+                n["minimum"].as_f64().unwrap(),
+                n["maximum"].as_f64().unwrap(),
+            );
+            let ok = |v: f64| {
+                HlgConfig::deserialize_checked(json!({ field: v }))
+                    .unwrap()
+                    .is_ok()
+            };
             assert!(ok(min) && ok(max), "{field}: [{min}, {max}] not accepted");
-            assert!(!ok(min - min.abs().max(1e-9) * 0.5 - 1e-9) && !ok(max * 1.001), "{field}: beyond [{min}, {max}] accepted");
-            let off_ok = HlgConfig::deserialize_checked(json!({ field: "off" })).unwrap().is_ok();
-            assert_eq!(p.get("oneOf").is_some(), off_ok, "{field}: \"off\" in the schema and the validator disagree");
+            assert!(
+                !ok(min - min.abs().max(1e-9) * 0.5 - 1e-9) && !ok(max * 1.001),
+                "{field}: beyond [{min}, {max}] accepted"
+            );
+            let off_ok = HlgConfig::deserialize_checked(json!({ field: "off" }))
+                .unwrap()
+                .is_ok();
+            assert_eq!(
+                p.get("oneOf").is_some(),
+                off_ok,
+                "{field}: \"off\" in the schema and the validator disagree"
+            );
         }
-        for (field, names) in [("pivot", &schema["properties"]["pivot"]["enum"]), ("toe_shape", &schema["properties"]["toe_shape"]["enum"])] {
+        for (field, names) in [
+            ("pivot", &schema["properties"]["pivot"]["enum"]),
+            ("toe_shape", &schema["properties"]["toe_shape"]["enum"]),
+        ] {
             for name in names.as_array().unwrap() {
-                assert!(HlgConfig::deserialize_checked(json!({ field: name })).unwrap().is_ok(), "{field} = {name}");
+                assert!(
+                    HlgConfig::deserialize_checked(json!({ field: name }))
+                        .unwrap()
+                        .is_ok(),
+                    "{field} = {name}"
+                );
             }
         }
         let props: Vec<&String> = schema["properties"].as_object().unwrap().keys().collect();
         assert_eq!(props.len(), crate::config::FIELDS.len());
         for f in crate::config::FIELDS {
-            assert!(schema["properties"].get(f).is_some(), "{f} missing from the schema");
+            assert!(
+                schema["properties"].get(f).is_some(),
+                "{f} missing from the schema"
+            );
         }
     }
 
@@ -98,8 +138,12 @@ mod tests {
         let doc = document();
         assert!(doc["components"]["schemas"]["Hlg"].is_object());
         for path in crate::server::security::HLG_ROUTES {
-            let name = request_schema(&doc, path).unwrap_or_else(|| panic!("POST {path} has no request schema"));
-            assert!(doc["components"]["schemas"][&name]["properties"]["hlg"].is_object(), "{name} (POST {path}) has no hlg property");
+            let name = request_schema(&doc, path)
+                .unwrap_or_else(|| panic!("POST {path} has no request schema"));
+            assert!(
+                doc["components"]["schemas"][&name]["properties"]["hlg"].is_object(),
+                "{name} (POST {path}) has no hlg property"
+            );
         }
         assert!(doc["paths"]["/v1/chat/completions"].is_object());
     }

@@ -19,39 +19,86 @@ use super::{defaults_from_flags, Batching, Choices, FLAGS};
 pub struct HlgFlags {
     /// Turn HLG on for every sampled request that does not say otherwise.
     #[arg(long = "hlg-sampling", value_name = "on|off", value_parser = flag_value)]
-    #[serde(default, rename = "hlg-sampling", alias = "hlg_sampling", deserialize_with = "file_value")]
+    #[serde(
+        default,
+        rename = "hlg-sampling",
+        alias = "hlg_sampling",
+        deserialize_with = "file_value"
+    )]
     pub sampling: Option<RawValue>,
     /// HLG pivot mode.
     #[arg(long = "hlg-pivot", value_name = "top|entropy|median", value_parser = flag_value)]
-    #[serde(default, rename = "hlg-pivot", alias = "hlg_pivot", deserialize_with = "file_value")]
+    #[serde(
+        default,
+        rename = "hlg-pivot",
+        alias = "hlg_pivot",
+        deserialize_with = "file_value"
+    )]
     pub pivot: Option<RawValue>,
     /// HLG: nats below the top token (pivot `top`), in [0, 1000].
     #[arg(long = "hlg-pivot-offset", value_name = "NATS", value_parser = flag_value, allow_hyphen_values = true)]
-    #[serde(default, rename = "hlg-pivot-offset", alias = "hlg_pivot_offset", deserialize_with = "file_value")]
+    #[serde(
+        default,
+        rename = "hlg-pivot-offset",
+        alias = "hlg_pivot_offset",
+        deserialize_with = "file_value"
+    )]
     pub pivot_offset: Option<RawValue>,
     /// HLG: half-width of the linear mid band in nats, in [0, 1000], or `off`.
     #[arg(long = "hlg-width", value_name = "NATS|off", value_parser = flag_value, allow_hyphen_values = true)]
-    #[serde(default, rename = "hlg-width", alias = "hlg_width", deserialize_with = "file_value")]
+    #[serde(
+        default,
+        rename = "hlg-width",
+        alias = "hlg_width",
+        deserialize_with = "file_value"
+    )]
     pub width: Option<RawValue>,
     /// HLG: shoulder rolloff in nats, in [1e-6, 1000], or `off`.
     #[arg(long = "hlg-shoulder", value_name = "NATS|off", value_parser = flag_value, allow_hyphen_values = true)]
-    #[serde(default, rename = "hlg-shoulder", alias = "hlg_shoulder", deserialize_with = "file_value")]
+    #[serde(
+        default,
+        rename = "hlg-shoulder",
+        alias = "hlg_shoulder",
+        deserialize_with = "file_value"
+    )]
     pub shoulder: Option<RawValue>,
     /// HLG: toe rolloff in nats, in [1e-6, 1000], or `off`.
     #[arg(long = "hlg-toe", value_name = "NATS|off", value_parser = flag_value, allow_hyphen_values = true)]
-    #[serde(default, rename = "hlg-toe", alias = "hlg_toe", deserialize_with = "file_value")]
+    #[serde(
+        default,
+        rename = "hlg-toe",
+        alias = "hlg_toe",
+        deserialize_with = "file_value"
+    )]
     pub toe: Option<RawValue>,
     /// HLG toe shape.
     #[arg(long = "hlg-toe-shape", value_name = "log|quadratic|exp", value_parser = flag_value)]
-    #[serde(default, rename = "hlg-toe-shape", alias = "hlg_toe_shape", deserialize_with = "file_value")]
+    #[serde(
+        default,
+        rename = "hlg-toe-shape",
+        alias = "hlg_toe_shape",
+        deserialize_with = "file_value"
+    )]
     pub toe_shape: Option<RawValue>,
 }
 
 impl HlgFlags {
     /// The flags that are set, as `(flag name without "--", value)` in [`FLAGS`] order.
     pub fn pairs(&self) -> Vec<(&'static str, RawValue)> {
-        let vals = [&self.sampling, &self.pivot, &self.pivot_offset, &self.width, &self.shoulder, &self.toe, &self.toe_shape];
-        FLAGS.iter().zip(vals).filter_map(|((flag, _), v)| v.clone().map(|v| (*flag, v))).collect()
+        let vals = [
+            &self.sampling,
+            &self.pivot,
+            &self.pivot_offset,
+            &self.width,
+            &self.shoulder,
+            &self.toe,
+            &self.toe_shape,
+        ];
+        FLAGS
+            .iter()
+            .zip(vals)
+            .filter_map(|((flag, _), v)| v.clone().map(|v| (*flag, v)))
+            .collect()
     }
 
     /// The server's HLG defaults these flags give, validated; the error names the flag
@@ -66,7 +113,10 @@ impl HlgFlags {
         HlgFlags {
             sampling: self.sampling.clone().or_else(|| base.sampling.clone()),
             pivot: self.pivot.clone().or_else(|| base.pivot.clone()),
-            pivot_offset: self.pivot_offset.clone().or_else(|| base.pivot_offset.clone()),
+            pivot_offset: self
+                .pivot_offset
+                .clone()
+                .or_else(|| base.pivot_offset.clone()),
             width: self.width.clone().or_else(|| base.width.clone()),
             shoulder: self.shoulder.clone().or_else(|| base.shoulder.clone()),
             toe: self.toe.clone().or_else(|| base.toe.clone()),
@@ -121,7 +171,12 @@ pub struct HlgServerOptions {
     pub batching: Option<String>,
     /// Require `Authorization: Bearer KEY` on every route but `/health` and `/` (401
     /// otherwise). Also read from the environment variable MISTRALRS_HLG_API_KEY.
-    #[arg(long = "api-key", value_name = "KEY", env = "MISTRALRS_HLG_API_KEY", hide_env_values = true)]
+    #[arg(
+        long = "api-key",
+        value_name = "KEY",
+        env = "MISTRALRS_HLG_API_KEY",
+        hide_env_values = true
+    )]
     #[serde(default, rename = "api-key", alias = "api_key")]
     pub api_key: Option<String>,
     /// Serve upstream's management routes (model unload/reload/tune, re_isq, system
@@ -169,7 +224,10 @@ impl HlgServerOptions {
             allow_admin_routes: self.allow_admin_routes || base.allow_admin_routes,
             allow_remote_media: self.allow_remote_media || base.allow_remote_media,
             allow_local_media: self.allow_local_media || base.allow_local_media,
-            served_model_name: self.served_model_name.clone().or_else(|| base.served_model_name.clone()),
+            served_model_name: self
+                .served_model_name
+                .clone()
+                .or_else(|| base.served_model_name.clone()),
         }
     }
 
@@ -185,7 +243,9 @@ impl HlgServerOptions {
             None => Ok(None),
             Some("split") => Ok(Some(Choices::Split)),
             Some("batched") => Ok(Some(Choices::Batched)),
-            Some(other) => Err(format!("--hlg-n-choices must be \"split\" or \"batched\", got {other:?}")),
+            Some(other) => Err(format!(
+                "--hlg-n-choices must be \"split\" or \"batched\", got {other:?}"
+            )),
         }
     }
 
@@ -202,7 +262,11 @@ impl HlgServerOptions {
     }
 
     /// [`Self::router`], told what the server knows of the model from its file.
-    pub async fn router_for(&self, mistralrs: SharedMistralRsState, hints: ModelHints) -> anyhow::Result<axum::Router> {
+    pub async fn router_for(
+        &self,
+        mistralrs: SharedMistralRsState,
+        hints: ModelHints,
+    ) -> anyhow::Result<axum::Router> {
         let ModelHints { eos, name } = hints;
         let defaults = self.flags.defaults().map_err(anyhow::Error::msg)?;
         let backend = self.backend().map_err(anyhow::Error::msg)?;
@@ -220,7 +284,11 @@ impl HlgServerOptions {
                 !report.is_ok_and(|r| r.rows_independent)
             }
         };
-        let choices = choices.unwrap_or(if serial { Choices::Split } else { Choices::Batched });
+        let choices = choices.unwrap_or(if serial {
+            Choices::Split
+        } else {
+            Choices::Batched
+        });
         tracing::info!(hlg = %serde_json::to_string(&defaults.resolved(false))?, ?backend, ?choices, serial, "HLG sampling");
         let exposure = self.exposure();
         tracing::info!(
@@ -230,13 +298,30 @@ impl HlgServerOptions {
             local_media = exposure.allow_local_media,
             "exposure"
         );
-        let internal = mistralrs.get_default_model_id().ok().flatten().unwrap_or_else(|| "default".into());
-        let served = self.served_model_name.clone().or(name).unwrap_or_else(|| super::security::default_served_name(&internal));
+        let internal = mistralrs
+            .get_default_model_id()
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| "default".into());
+        let served = self
+            .served_model_name
+            .clone()
+            .or(name)
+            .unwrap_or_else(|| super::security::default_served_name(&internal));
         if served != internal {
-            mistralrs.register_model_alias(served.clone(), &internal).map_err(anyhow::Error::msg)?;
+            mistralrs
+                .register_model_alias(served.clone(), &internal)
+                .map_err(anyhow::Error::msg)?;
         }
         tracing::info!(model = %served, "serving the model as");
-        let router = super::router_with_gate(mistralrs, defaults, choices, backend, super::Gate::new(serial, eos)).await?;
+        let router = super::router_with_gate(
+            mistralrs,
+            defaults,
+            choices,
+            backend,
+            super::Gate::new(serial, eos),
+        )
+        .await?;
         Ok(exposure.apply(super::security::serve_under_name(router, internal, served)))
     }
 
@@ -281,25 +366,44 @@ mod tests {
         let cfg = f.hlg.flags.defaults().unwrap();
         assert_eq!(cfg.enabled(), Some(true));
         let c = cfg.curve();
-        assert_eq!((c.toe(), c.width(), c.toe_shape()), (Some(2.5), None, crate::ToeShape::Exp));
+        assert_eq!(
+            (c.toe(), c.width(), c.toe_shape()),
+            (Some(2.5), None, crate::ToeShape::Exp)
+        );
         assert_eq!(f.hlg.backend(), Ok(Backend::Kernel));
         assert_eq!(f.hlg.choices(), Ok(None));
         assert_eq!(f.hlg.batching(), Ok(Batching::Auto));
 
         let bad: File = toml::from_str("hlg-shoulder = -1").unwrap();
-        assert_eq!(bad.hlg.flags.defaults().unwrap_err(), r#"--hlg-shoulder: `hlg.shoulder` must be a number in [1e-6, 1000] or "off", got -1"#);
+        assert_eq!(
+            bad.hlg.flags.defaults().unwrap_err(),
+            r#"--hlg-shoulder: `hlg.shoulder` must be a number in [1e-6, 1000] or "off", got -1"#
+        );
         let bad: File = toml::from_str("hlg-n-choices = \"sometimes\"").unwrap();
-        assert_eq!(bad.hlg.choices().unwrap_err(), r#"--hlg-n-choices must be "split" or "batched", got "sometimes""#);
+        assert_eq!(
+            bad.hlg.choices().unwrap_err(),
+            r#"--hlg-n-choices must be "split" or "batched", got "sometimes""#
+        );
     }
 
     #[test]
     fn flags_win_over_the_file() {
         let file = HlgServerOptions {
-            flags: HlgFlags { toe: Some(RawValue::Number(2.0)), width: Some(RawValue::Number(1.0)), ..Default::default() },
+            flags: HlgFlags {
+                toe: Some(RawValue::Number(2.0)),
+                width: Some(RawValue::Number(1.0)),
+                ..Default::default()
+            },
             n_choices: Some("batched".into()),
             ..Default::default()
         };
-        let flags = HlgServerOptions { flags: HlgFlags { toe: Some(RawValue::Number(5.0)), ..Default::default() }, ..Default::default() };
+        let flags = HlgServerOptions {
+            flags: HlgFlags {
+                toe: Some(RawValue::Number(5.0)),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
         let merged = flags.over(&file);
         assert_eq!(merged.flags.toe, Some(RawValue::Number(5.0)));
         assert_eq!(merged.flags.width, Some(RawValue::Number(1.0)));

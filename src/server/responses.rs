@@ -23,13 +23,22 @@ use mistralrs_server_core::background_tasks::get_background_task_manager;
 use mistralrs_server_core::cached_responses::get_response_cache;
 use mistralrs_server_core::chat_completion;
 use mistralrs_server_core::handler_core::{create_response_channel, send_request_with_model};
-use mistralrs_server_core::openai::{ChatCompletionRequest, JsonSchemaResponseFormat, Message, MessageContent, ResponseFormat};
-use mistralrs_server_core::responses::{OpenResponsesCreateRequest, OpenResponsesStreamer, RequestContext, TextFormat};
+use mistralrs_server_core::openai::{
+    ChatCompletionRequest, JsonSchemaResponseFormat, Message, MessageContent, ResponseFormat,
+};
+use mistralrs_server_core::responses::{
+    OpenResponsesCreateRequest, OpenResponsesStreamer, RequestContext, TextFormat,
+};
 use mistralrs_server_core::responses_types::content::OutputContent;
-use mistralrs_server_core::responses_types::enums::{ItemStatus, ResponseStatus, TruncationStrategy};
+use mistralrs_server_core::responses_types::enums::{
+    ItemStatus, ResponseStatus, TruncationStrategy,
+};
 use mistralrs_server_core::responses_types::items::OutputItem;
-use mistralrs_server_core::responses_types::resource::{ResponseError, ResponseResource, ResponseUsage};
+use mistralrs_server_core::responses_types::resource::{
+    ResponseError, ResponseResource, ResponseUsage,
+};
 use serde_json::Value;
+use tokio::sync::mpsc::Receiver;
 use tower::ServiceExt;
 
 use super::{admit, engine, invalid_request, openai_error, AppState};
@@ -37,7 +46,12 @@ use crate::curve::HlgCurve;
 
 /// The route's handler: `v` is the body without `hlg`, `curve` what HLG the call runs
 /// with, `body` the request as it came (for upstream when `curve` is `None`).
-pub(super) async fn create(s: Arc<AppState>, v: Value, curve: Option<HlgCurve>, body: Bytes) -> Response {
+pub(super) async fn create(
+    s: Arc<AppState>,
+    v: Value,
+    curve: Option<HlgCurve>,
+    body: Bytes,
+) -> Response {
     let Some(curve) = curve else {
         return upstream(&s, body).await;
     };
@@ -46,7 +60,7 @@ pub(super) async fn create(s: Arc<AppState>, v: Value, curve: Option<HlgCurve>, 
         Err(resp) => return resp,
     };
     if req.n_choices > 1 && s.choices == super::Choices::Split {
-        return openai_error(StatusCode::BAD_REQUEST, format!("`n` = {} with HLG on /v1/responses: this engine corrupts batched choices (see GET /v1/hlg's notes); send one request per choice, or use /v1/chat/completions, which splits them", req.n_choices), Some("n"));
+        return openai_error(StatusCode::BAD_REQUEST, format!("`n` = {} with HLG on /v1/responses: this engine decodes the choices of a batch wrongly (the start-up probe found it); send one request per choice, or use /v1/chat/completions, which splits them", req.n_choices), Some("n"));
     }
     let call = match Call::new(req) {
         Ok(c) => c,
@@ -58,21 +72,18 @@ pub(super) async fn create(s: Arc<AppState>, v: Value, curve: Option<HlgCurve>, 
     let (tx, rx) = create_response_channel(None);
     let senders = tx.downgrade();
     let streaming = call.stream;
-    let (mut request, _) = match chat_completion::parse_request(call.chat.clone(), s.mistralrs.clone(), tx).await {
-        Ok(x) => x,
-        Err(e) => return invalid_request(e),
-    };
+    let (mut request, _) =
+        match chat_completion::parse_request(call.chat.clone(), s.mistralrs.clone(), tx).await {
+            Ok(x) => x,
+            Err(e) => return invalid_request(e),
+        };
     let mut admission = admit(&s, &mut request, Some(curve)).await;
     if let Err(e) = send_request_with_model(&s.mistralrs, request, call.model_id()).await {
         return chat_completion::handle_error(s.mistralrs.clone(), e.into()).into_response();
     }
     if streaming {
         admission.track(senders);
-        let history = call.store.then_some(call.history);
-        let streamer = OpenResponsesStreamer::new(rx, s.mistralrs.clone(), call.id, call.model, call.metadata, call.store, history, call.context);
-        let interval = std::time::Duration::from_millis(mistralrs_server_core::streaming::get_keep_alive_interval());
-        let sse = Sse::new(streamer).keep_alive(KeepAlive::new().interval(interval));
-        return engine::guard_body(sse.into_response(), admission);
+        return stream(&s, call, rx, admission);
     }
     admission.hold(rx);
     let answer = admission.receiver().recv().await;
@@ -83,11 +94,43 @@ pub(super) async fn create(s: Arc<AppState>, v: Value, curve: Option<HlgCurve>, 
     }
 }
 
+/// The call's events through upstream's Responses streamer, the turn held until the
+/// engine lets go.
+fn stream(
+    s: &AppState,
+    call: Call,
+    rx: Receiver<EngineResponse>,
+    admission: engine::Admission,
+) -> Response {
+    let history = call.store.then_some(call.history);
+    let streamer = OpenResponsesStreamer::new(
+        rx,
+        s.mistralrs.clone(),
+        call.id,
+        call.model,
+        call.metadata,
+        call.store,
+        history,
+        call.context,
+    );
+    let interval = std::time::Duration::from_millis(
+        mistralrs_server_core::streaming::get_keep_alive_interval(),
+    );
+    let sse = Sse::new(streamer).keep_alive(KeepAlive::new().interval(interval));
+    engine::guard_body(sse.into_response(), admission)
+}
+
 /// Upstream's handler, for a call HLG does not apply to.
 async fn upstream(s: &AppState, body: Bytes) -> Response {
-    let req = axum::http::Request::post("/v1/responses").header(axum::http::header::CONTENT_TYPE, "application/json").body(Body::from(body));
+    let req = axum::http::Request::post("/v1/responses")
+        .header(axum::http::header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body));
     let Ok(req) = req else {
-        return openai_error(StatusCode::INTERNAL_SERVER_ERROR, "building the upstream request".into(), None);
+        return openai_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "building the upstream request".into(),
+            None,
+        );
     };
     match s.upstream.clone().oneshot(req).await {
         Ok(resp) => resp,
@@ -100,12 +143,22 @@ async fn upstream(s: &AppState, body: Bytes) -> Response {
 async fn background(s: Arc<AppState>, call: Call, curve: HlgCurve) -> Response {
     let tasks = get_background_task_manager();
     let id = tasks.create_task(call.model.clone());
-    let mut queued = ResponseResource::new(id.clone(), call.model.clone(), now()).with_status(ResponseStatus::Queued);
+    let mut queued = ResponseResource::new(id.clone(), call.model.clone(), now())
+        .with_status(ResponseStatus::Queued);
     queued.metadata = call.metadata.clone();
-    let call = Call { id: id.clone(), ..call };
+    let call = Call {
+        id: id.clone(),
+        ..call
+    };
     tokio::spawn(async move {
         let (tx, rx) = create_response_channel(None);
-        let (mut request, _) = match chat_completion::parse_request(call.chat.clone(), s.mistralrs.clone(), tx).await {
+        let (mut request, _) = match chat_completion::parse_request(
+            call.chat.clone(),
+            s.mistralrs.clone(),
+            tx,
+        )
+        .await
+        {
             Ok(x) => x,
             Err(e) => {
                 tasks.mark_failed(&id, ResponseError::new("parse_error", e.to_string()));
@@ -123,14 +176,21 @@ async fn background(s: Arc<AppState>, call: Call, curve: HlgCurve) -> Response {
         admission.finish();
         match call.finish(answer) {
             Ok(resource) => tasks.mark_completed(&id, resource),
-            Err((_, resource)) => tasks.mark_failed(&id, resource.error.unwrap_or_else(|| ResponseError::new("unknown_error", "no result"))),
+            Err((_, resource)) => tasks.mark_failed(
+                &id,
+                resource
+                    .error
+                    .unwrap_or_else(|| ResponseError::new("unknown_error", "no result")),
+            ),
         };
     });
     axum::Json(queued).into_response()
 }
 
 fn now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// A fresh id in upstream's shape (`resp_` and 32 hex digits).
@@ -140,6 +200,132 @@ fn fresh_id(prefix: &str) -> String {
     let _ = getrandom::fill(&mut bytes);
     let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     format!("{prefix}_{hex}")
+}
+
+/// What upstream refuses, refused as the client's error naming the field.
+fn refuse_unsupported(r: &OpenResponsesCreateRequest) -> Result<(), Response> {
+    if r.parallel_tool_calls == Some(false) {
+        let msg = "`parallel_tool_calls` = false is not supported by mistral.rs";
+        return Err(openai_error(
+            StatusCode::BAD_REQUEST,
+            msg.into(),
+            Some("parallel_tool_calls"),
+        ));
+    }
+    if r.max_tool_calls.is_some() {
+        let msg = "`max_tool_calls` is not supported by mistral.rs";
+        return Err(openai_error(
+            StatusCode::BAD_REQUEST,
+            msg.into(),
+            Some("max_tool_calls"),
+        ));
+    }
+    Ok(())
+}
+
+/// The request parameters a response resource echoes back.
+fn context(r: &OpenResponsesCreateRequest) -> RequestContext {
+    RequestContext {
+        tools: r.tools.clone(),
+        tool_choice: r.tool_choice.clone(),
+        parallel_tool_calls: r.parallel_tool_calls,
+        text: r.text.clone(),
+        temperature: r.temperature,
+        top_p: r.top_p,
+        presence_penalty: r.presence_penalty,
+        frequency_penalty: r.frequency_penalty,
+        top_logprobs: r.top_logprobs,
+        max_output_tokens: r.max_output_tokens,
+        max_tool_calls: r.max_tool_calls,
+        store: r.store,
+        background: r.background,
+    }
+}
+
+/// The conversation the call sends: the instructions as the system message, the stored
+/// history of `previous_response_id`, then the input.
+fn history(r: &OpenResponsesCreateRequest) -> Vec<Message> {
+    let mut history = vec![];
+    if let Some(i) = &r.instructions {
+        history.push(text_message("system", i.clone()));
+    }
+    if let Some(prev) = &r.previous_response_id {
+        // Checked by the route; gone since only if evicted in between.
+        if let Ok(Some(h)) = get_response_cache().get_conversation_history(prev) {
+            history.extend(h);
+        }
+    }
+    match r.input.clone().into_either() {
+        Either::Left(messages) => history.extend(messages),
+        Either::Right(text) => history.push(text_message("user", text)),
+    }
+    history
+}
+
+/// The output format: the Responses `text.format`, else the chat-style `response_format`.
+fn response_format(
+    text: Option<TextFormat>,
+    fallback: Option<ResponseFormat>,
+) -> Option<ResponseFormat> {
+    let schema = |name, schema| {
+        Some(ResponseFormat::JsonSchema {
+            json_schema: JsonSchemaResponseFormat { name, schema },
+        })
+    };
+    match text {
+        Some(TextFormat::Text) => Some(ResponseFormat::Text),
+        Some(TextFormat::JsonSchema {
+            name, schema: s, ..
+        }) => schema(name, s.unwrap_or_else(|| Value::Object(Default::default()))),
+        Some(TextFormat::JsonObject) => {
+            schema("json_object".into(), serde_json::json!({"type": "object"}))
+        }
+        None => fallback,
+    }
+}
+
+/// `reasoning.effort` as upstream's chat fields: thinking on for any effort but `none`.
+fn reasoning(r: &OpenResponsesCreateRequest) -> (Option<bool>, Option<String>) {
+    let effort = r.reasoning.as_ref().and_then(|c| c.effort);
+    let name = effort
+        .and_then(|e| serde_json::to_value(e).ok())
+        .and_then(|v| v.as_str().map(str::to_owned));
+    (effort.map(|_| name.as_deref() != Some("none")), name)
+}
+
+/// The chat request the call runs as.
+fn chat_request(r: OpenResponsesCreateRequest, messages: Vec<Message>) -> ChatCompletionRequest {
+    let (enable_thinking, reasoning_effort) = reasoning(&r);
+    ChatCompletionRequest {
+        messages: Either::Left(messages),
+        model: r.model,
+        logit_bias: r.logit_bias,
+        logprobs: r.logprobs,
+        top_logprobs: r.top_logprobs,
+        max_tokens: r.max_output_tokens,
+        n_choices: r.n_choices,
+        presence_penalty: r.presence_penalty,
+        frequency_penalty: r.frequency_penalty,
+        repetition_penalty: r.repetition_penalty,
+        stop_seqs: r.stop_seqs,
+        temperature: r.temperature,
+        top_p: r.top_p,
+        stream: r.stream,
+        tools: r.tools,
+        tool_choice: r.tool_choice,
+        response_format: response_format(r.text.and_then(|t| t.format), r.response_format),
+        web_search_options: r.web_search_options,
+        top_k: r.top_k,
+        grammar: r.grammar,
+        min_p: r.min_p,
+        dry_multiplier: r.dry_multiplier,
+        dry_base: r.dry_base,
+        dry_allowed_length: r.dry_allowed_length,
+        dry_sequence_breakers: r.dry_sequence_breakers,
+        enable_thinking,
+        reasoning_effort,
+        truncate_sequence: r.truncation.map(|t| matches!(t, TruncationStrategy::Auto)),
+    }
 }
 
 /// A Responses call as a chat request, with what its answer echoes back.
@@ -157,99 +343,37 @@ struct Call {
 }
 
 fn text_message(role: &str, text: String) -> Message {
-    Message { content: Some(MessageContent::from_text(text)), role: role.into(), name: None, tool_calls: None, tool_call_id: None }
+    Message {
+        content: Some(MessageContent::from_text(text)),
+        role: role.into(),
+        name: None,
+        tool_calls: None,
+        tool_call_id: None,
+    }
 }
 
 impl Call {
     fn new(r: OpenResponsesCreateRequest) -> Result<Self, Response> {
-        // Refused as upstream refuses them, but as the client's error naming the field.
-        if r.parallel_tool_calls == Some(false) {
-            return Err(openai_error(StatusCode::BAD_REQUEST, "`parallel_tool_calls` = false is not supported by mistral.rs".into(), Some("parallel_tool_calls")));
-        }
-        if r.max_tool_calls.is_some() {
-            return Err(openai_error(StatusCode::BAD_REQUEST, "`max_tool_calls` is not supported by mistral.rs".into(), Some("max_tool_calls")));
-        }
-        let context = RequestContext {
-            tools: r.tools.clone(),
-            tool_choice: r.tool_choice.clone(),
-            parallel_tool_calls: r.parallel_tool_calls,
-            text: r.text.clone(),
-            temperature: r.temperature,
-            top_p: r.top_p,
-            presence_penalty: r.presence_penalty,
-            frequency_penalty: r.frequency_penalty,
-            top_logprobs: r.top_logprobs,
-            max_output_tokens: r.max_output_tokens,
-            max_tool_calls: r.max_tool_calls,
-            store: r.store,
-            background: r.background,
-        };
-        let mut history = vec![];
-        if let Some(i) = &r.instructions {
-            history.push(text_message("system", i.clone()));
-        }
-        if let Some(prev) = &r.previous_response_id {
-            // Checked by the route; gone since only if evicted in between.
-            if let Ok(Some(h)) = get_response_cache().get_conversation_history(prev) {
-                history.extend(h);
-            }
-        }
-        match r.input.into_either() {
-            Either::Left(messages) => history.extend(messages),
-            Either::Right(text) => history.push(text_message("user", text)),
-        }
-        let effort = r.reasoning.as_ref().and_then(|c| c.effort);
-        let response_format = match r.text.and_then(|t| t.format) {
-            Some(TextFormat::Text) => Some(ResponseFormat::Text),
-            Some(TextFormat::JsonSchema { name, schema, .. }) => Some(ResponseFormat::JsonSchema {
-                json_schema: JsonSchemaResponseFormat { name, schema: schema.unwrap_or_else(|| Value::Object(Default::default())) },
-            }),
-            Some(TextFormat::JsonObject) => Some(ResponseFormat::JsonSchema {
-                json_schema: JsonSchemaResponseFormat { name: "json_object".into(), schema: serde_json::json!({"type": "object"}) },
-            }),
-            None => r.response_format,
-        };
-        let chat = ChatCompletionRequest {
-            messages: Either::Left(history.clone()),
-            model: r.model.clone(),
-            logit_bias: r.logit_bias,
-            logprobs: r.logprobs,
-            top_logprobs: r.top_logprobs,
-            max_tokens: r.max_output_tokens,
-            n_choices: r.n_choices,
-            presence_penalty: r.presence_penalty,
-            frequency_penalty: r.frequency_penalty,
-            repetition_penalty: r.repetition_penalty,
-            stop_seqs: r.stop_seqs,
-            temperature: r.temperature,
-            top_p: r.top_p,
-            stream: r.stream,
-            tools: r.tools,
-            tool_choice: r.tool_choice,
-            response_format,
-            web_search_options: r.web_search_options,
-            top_k: r.top_k,
-            grammar: r.grammar,
-            min_p: r.min_p,
-            dry_multiplier: r.dry_multiplier,
-            dry_base: r.dry_base,
-            dry_allowed_length: r.dry_allowed_length,
-            dry_sequence_breakers: r.dry_sequence_breakers,
-            // Thinking is on for any effort but `none`, as upstream reads `reasoning`.
-            enable_thinking: effort.map(|e| serde_json::to_value(e).ok().and_then(|v| v.as_str().map(|s| s != "none")).unwrap_or(true)),
-            reasoning_effort: effort.and_then(|e| serde_json::to_value(e).ok()).and_then(|v| v.as_str().map(str::to_owned)),
-            truncate_sequence: r.truncation.map(|t| matches!(t, TruncationStrategy::Auto)),
-        };
+        refuse_unsupported(&r)?;
+        let context = context(&r);
+        let history = history(&r);
+        let (id, model, metadata) = (fresh_id("resp"), r.model.clone(), r.metadata.clone());
+        let (store, stream, background) = (
+            r.store.unwrap_or(true),
+            r.stream.unwrap_or(false),
+            r.background.unwrap_or(false),
+        );
+        let chat = chat_request(r, history.clone());
         Ok(Call {
             chat,
             history,
             context,
-            id: fresh_id("resp"),
-            model: r.model,
-            metadata: r.metadata,
-            store: r.store.unwrap_or(true),
-            stream: r.stream.unwrap_or(false),
-            background: r.background.unwrap_or(false),
+            id,
+            model,
+            metadata,
+            store,
+            stream,
+            background,
         })
     }
 
@@ -259,7 +383,10 @@ impl Call {
 
     /// The engine's answer as a response resource (stored when the call asked), or the
     /// status and failed resource of an error.
-    fn finish(mut self, answer: Option<EngineResponse>) -> Result<ResponseResource, (StatusCode, ResponseResource)> {
+    fn finish(
+        mut self,
+        answer: Option<EngineResponse>,
+    ) -> Result<ResponseResource, (StatusCode, ResponseResource)> {
         let failed = |this: &Self, status: StatusCode, kind: &str, msg: String| {
             let mut r = this.resource(None);
             r.status = ResponseStatus::Failed;
@@ -274,27 +401,55 @@ impl Call {
                     let _ = cache.store_response(self.id.clone(), resource.clone());
                     for choice in &done.choices {
                         if let Some(text) = &choice.message.content {
-                            self.history.push(text_message(&choice.message.role, text.clone()));
+                            self.history
+                                .push(text_message(&choice.message.role, text.clone()));
                         }
                     }
-                    let _ = cache.store_conversation_history(self.id.clone(), std::mem::take(&mut self.history));
+                    let _ = cache.store_conversation_history(
+                        self.id.clone(),
+                        std::mem::take(&mut self.history),
+                    );
                 }
                 Ok(resource)
             }
             Some(EngineResponse::ModelError(msg, partial)) => {
-                let (status, mut r) = failed(&self, StatusCode::INTERNAL_SERVER_ERROR, "model_error", msg.clone());
+                let (status, mut r) = failed(
+                    &self,
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "model_error",
+                    msg.clone(),
+                );
                 r.output = self.resource(Some(&partial)).output;
                 Err((status, r))
             }
-            Some(EngineResponse::ValidationError(e)) => Err(failed(&self, StatusCode::BAD_REQUEST, "validation_error", e.to_string())),
-            Some(EngineResponse::InternalError(e)) => Err(failed(&self, StatusCode::INTERNAL_SERVER_ERROR, "internal_error", e.to_string())),
-            _ => Err(failed(&self, StatusCode::INTERNAL_SERVER_ERROR, "internal_error", "the engine ended the request without an answer".into())),
+            Some(EngineResponse::ValidationError(e)) => Err(failed(
+                &self,
+                StatusCode::BAD_REQUEST,
+                "validation_error",
+                e.to_string(),
+            )),
+            Some(EngineResponse::InternalError(e)) => Err(failed(
+                &self,
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal_error",
+                e.to_string(),
+            )),
+            _ => Err(failed(
+                &self,
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal_error",
+                "the engine ended the request without an answer".into(),
+            )),
         }
     }
 
     /// The response resource: the request's echoed parameters, and the output of `done`.
     fn resource(&self, done: Option<&ChatCompletionResponse>) -> ResponseResource {
-        let mut r = ResponseResource::new(self.id.clone(), done.map_or_else(|| self.model.clone(), |d| d.model.clone()), done.map_or_else(now, |d| d.created));
+        let mut r = ResponseResource::new(
+            self.id.clone(),
+            done.map_or_else(|| self.model.clone(), |d| d.model.clone()),
+            done.map_or_else(now, |d| d.created),
+        );
         let c = &self.context;
         r.metadata = self.metadata.clone();
         r.tools = c.tools.clone();
@@ -316,18 +471,31 @@ impl Call {
         for choice in &done.choices {
             let m = &choice.message;
             for call in m.tool_calls.iter().flatten() {
-                r.output.push(OutputItem::function_call(fresh_id("fc"), call.id.clone(), call.function.name.clone(), call.function.arguments.clone(), ItemStatus::Completed));
+                r.output.push(OutputItem::function_call(
+                    fresh_id("fc"),
+                    call.id.clone(),
+                    call.function.name.clone(),
+                    call.function.arguments.clone(),
+                    ItemStatus::Completed,
+                ));
             }
             if let Some(text) = &m.content {
                 texts.push(text.clone());
-                r.output.push(OutputItem::message(fresh_id("msg"), vec![OutputContent::text(text.clone())], ItemStatus::Completed));
+                r.output.push(OutputItem::message(
+                    fresh_id("msg"),
+                    vec![OutputContent::text(text.clone())],
+                    ItemStatus::Completed,
+                ));
             }
             reasoning.extend(m.reasoning_content.clone());
         }
         r.status = ResponseStatus::Completed;
         r.output_text = (!texts.is_empty()).then(|| texts.concat());
         r.reasoning = (!reasoning.is_empty()).then(|| reasoning.concat());
-        r.usage = Some(ResponseUsage::new(done.usage.prompt_tokens, done.usage.completion_tokens));
+        r.usage = Some(ResponseUsage::new(
+            done.usage.prompt_tokens,
+            done.usage.completion_tokens,
+        ));
         r.completed_at = Some(now());
         r
     }

@@ -20,7 +20,14 @@ use sha2::{Digest, Sha256};
 /// Upstream's management routes (mistralrs-server-core 0.8.1): model unload, reload and
 /// tuning, re-quantization, system information and diagnostics. Served only with
 /// `--allow-admin-routes`.
-pub const ADMIN_ROUTES: [&str; 6] = ["/v1/models/unload", "/v1/models/reload", "/v1/models/tune", "/v1/system/info", "/v1/system/doctor", "/re_isq"];
+pub const ADMIN_ROUTES: [&str; 6] = [
+    "/v1/models/unload",
+    "/v1/models/reload",
+    "/v1/models/tune",
+    "/v1/system/info",
+    "/v1/system/doctor",
+    "/re_isq",
+];
 
 /// The routes that apply an `hlg` field; any other route refuses a body carrying one
 /// (400), rather than ignoring it.
@@ -30,7 +37,8 @@ pub const HLG_ROUTES: [&str; 3] = ["/v1/chat/completions", "/v1/completions", "/
 pub const OPEN_ROUTES: [&str; 2] = ["/health", "/"];
 
 /// The largest request body, as upstream's router has it (50 MiB).
-pub const MAX_BODY_BYTES: usize = mistralrs_server_core::mistralrs_server_router_builder::DEFAULT_MAX_BODY_LIMIT;
+pub const MAX_BODY_BYTES: usize =
+    mistralrs_server_core::mistralrs_server_router_builder::DEFAULT_MAX_BODY_LIMIT;
 
 /// What the server exposes beyond generation.
 #[derive(Clone, Debug, Default)]
@@ -55,7 +63,9 @@ impl Exposure {
     /// assert!(!Exposure::default().with_api_key(Some("")).has_api_key()); // empty: no key
     /// ```
     pub fn with_api_key(mut self, key: Option<&str>) -> Self {
-        self.key = key.filter(|k| !k.is_empty()).map(|k| Arc::new(Sha256::digest(k.as_bytes()).into()));
+        self.key = key
+            .filter(|k| !k.is_empty())
+            .map(|k| Arc::new(Sha256::digest(k.as_bytes()).into()));
         self
     }
 
@@ -68,7 +78,10 @@ impl Exposure {
         let Some(want) = &self.key else { return true };
         let got: [u8; 32] = Sha256::digest(presented).into();
         // Constant time: every byte is compared whatever the first difference.
-        want.iter().zip(got.iter()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+        want.iter()
+            .zip(got.iter())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
     }
 
     /// `router` behind these rules and with every error in OpenAI's shape.
@@ -78,19 +91,32 @@ impl Exposure {
             let exposure = exposure.clone();
             async move { exposure.check(req, next).await }
         });
-        router.layer(guard).layer(axum::middleware::from_fn(openai_errors))
+        router
+            .layer(guard)
+            .layer(axum::middleware::from_fn(openai_errors))
     }
 
     async fn check(&self, req: Request, next: Next) -> Response {
         let path = req.uri().path().to_string();
-        if req.method() != Method::OPTIONS && !OPEN_ROUTES.contains(&path.as_str()) && !self.authorized(&req) {
-            return error(StatusCode::UNAUTHORIZED, "invalid_request_error", "a valid API key is required: send `Authorization: Bearer <key>`", None, Some("invalid_api_key"));
+        if req.method() != Method::OPTIONS
+            && !OPEN_ROUTES.contains(&path.as_str())
+            && !self.authorized(&req)
+        {
+            return error(
+                StatusCode::UNAUTHORIZED,
+                "invalid_request_error",
+                "a valid API key is required: send `Authorization: Bearer <key>`",
+                None,
+                Some("invalid_api_key"),
+            );
         }
         if !self.allow_admin_routes && ADMIN_ROUTES.contains(&path.as_str()) {
             return error(StatusCode::NOT_FOUND, "invalid_request_error", &format!("no route {path} (management routes are off; start the server with --allow-admin-routes)"), None, None);
         }
         let hlg_route = HLG_ROUTES.contains(&path.as_str());
-        if req.method() == Method::POST && (!hlg_route || !(self.allow_remote_media && self.allow_local_media)) {
+        // Every POST is read but one to an HLG route with all media allowed.
+        let all_allowed = hlg_route && self.allow_remote_media && self.allow_local_media;
+        if req.method() == Method::POST && !all_allowed {
             return self.check_body(req, next, hlg_route).await;
         }
         next.run(req).await
@@ -100,7 +126,12 @@ impl Exposure {
         if self.key.is_none() {
             return true;
         }
-        let presented = req.headers().get(header::AUTHORIZATION).map(|v| v.as_bytes()).and_then(|v| v.strip_prefix(b"Bearer ")).unwrap_or(b"");
+        let presented = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .map(|v| v.as_bytes())
+            .and_then(|v| v.strip_prefix(b"Bearer "))
+            .unwrap_or(b"");
         !presented.is_empty() && self.key_matches(presented)
     }
 
@@ -111,12 +142,26 @@ impl Exposure {
         let (parts, body) = req.into_parts();
         let bytes = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
             Ok(b) => b,
-            Err(_) => return error(StatusCode::PAYLOAD_TOO_LARGE, "invalid_request_error", &format!("the request body is over {} MiB", MAX_BODY_BYTES >> 20), None, None),
+            Err(_) => {
+                return error(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "invalid_request_error",
+                    &format!("the request body is over {} MiB", MAX_BODY_BYTES >> 20),
+                    None,
+                    None,
+                )
+            }
         };
         if let Ok(v) = serde_json::from_slice::<Value>(&bytes) {
             if !hlg_route && v.get("hlg").is_some() {
                 let msg = format!("`hlg` is not supported on {} (it applies to /v1/chat/completions and /v1/completions); remove it or use one of those routes", parts.uri.path());
-                return error(StatusCode::BAD_REQUEST, "invalid_request_error", &msg, Some("hlg"), None);
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_request_error",
+                    &msg,
+                    Some("hlg"),
+                    None,
+                );
             }
             if let Some((param, kind)) = self.refused_media(&v) {
                 let (what, flag) = match kind {
@@ -124,10 +169,17 @@ impl Exposure {
                     Media::Local => ("media from local files", "--allow-local-media"),
                 };
                 let msg = format!("`{param}`: {what} are off on this server (send the media inline as a `data:` URL, or start the server with {flag})");
-                return error(StatusCode::BAD_REQUEST, "invalid_request_error", &msg, Some(&param), None);
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_request_error",
+                    &msg,
+                    Some(&param),
+                    None,
+                );
             }
         }
-        next.run(Request::from_parts(parts, Body::from(bytes))).await
+        next.run(Request::from_parts(parts, Body::from(bytes)))
+            .await
     }
 
     /// The first media source in `messages` (chat) or `input` (responses) that these
@@ -139,11 +191,13 @@ impl Exposure {
                 media_sources(v, field.to_string(), false, &mut found);
             }
         }
-        found.into_iter().find_map(|(param, url)| match classify(&url) {
-            Some(Media::Remote) if !self.allow_remote_media => Some((param, Media::Remote)),
-            Some(Media::Local) if !self.allow_local_media => Some((param, Media::Local)),
-            _ => None,
-        })
+        found
+            .into_iter()
+            .find_map(|(param, url)| match classify(&url) {
+                Some(Media::Remote) if !self.allow_remote_media => Some((param, Media::Remote)),
+                Some(Media::Local) if !self.allow_local_media => Some((param, Media::Local)),
+                _ => None,
+            })
     }
 }
 
@@ -169,7 +223,14 @@ fn classify(url: &str) -> Option<Media> {
 
 /// The keys whose string values upstream reads as a media source, inside a content part
 /// whose `type` is not text.
-const SOURCE_KEYS: [&str; 6] = ["url", "image_url", "audio_url", "video_url", "file_url", "input_image"];
+const SOURCE_KEYS: [&str; 6] = [
+    "url",
+    "image_url",
+    "audio_url",
+    "video_url",
+    "file_url",
+    "input_image",
+];
 
 fn media_sources(v: &Value, path: String, in_media_part: bool, out: &mut Vec<(String, String)>) {
     match v {
@@ -179,11 +240,17 @@ fn media_sources(v: &Value, path: String, in_media_part: bool, out: &mut Vec<(St
             }
         }
         Value::Object(map) => {
-            let media_part = in_media_part || map.get("type").and_then(Value::as_str).is_some_and(|t| !t.contains("text") && t != "refusal");
+            let media_part = in_media_part
+                || map
+                    .get("type")
+                    .and_then(Value::as_str)
+                    .is_some_and(|t| !t.contains("text") && t != "refusal");
             for (k, x) in map {
                 let p = format!("{path}.{k}");
                 match x {
-                    Value::String(s) if media_part && SOURCE_KEYS.contains(&k.as_str()) => out.push((p, s.clone())),
+                    Value::String(s) if media_part && SOURCE_KEYS.contains(&k.as_str()) => {
+                        out.push((p, s.clone()))
+                    }
                     _ => media_sources(x, p, media_part, out),
                 }
             }
@@ -193,8 +260,15 @@ fn media_sources(v: &Value, path: String, in_media_part: bool, out: &mut Vec<(St
 }
 
 /// An OpenAI-shaped error response.
-pub(crate) fn error(status: StatusCode, kind: &str, message: &str, param: Option<&str>, code: Option<&str>) -> Response {
-    let body = json!({ "error": { "message": message, "type": kind, "param": param, "code": code } });
+pub(crate) fn error(
+    status: StatusCode,
+    kind: &str,
+    message: &str,
+    param: Option<&str>,
+    code: Option<&str>,
+) -> Response {
+    let body =
+        json!({ "error": { "message": message, "type": kind, "param": param, "code": code } });
     (status, axum::Json(body)).into_response()
 }
 
@@ -209,25 +283,44 @@ async fn openai_errors(req: Request, next: Next) -> Response {
         return resp;
     }
     let (parts, body) = resp.into_parts();
-    let bytes = axum::body::to_bytes(body, 1 << 20).await.unwrap_or_default();
+    let bytes = axum::body::to_bytes(body, 1 << 20)
+        .await
+        .unwrap_or_default();
     let parsed: Option<Value> = serde_json::from_slice(&bytes).ok();
-    if parsed.as_ref().is_some_and(|v| v.get("error").is_some_and(|e| e.get("message").is_some())) {
+    if parsed
+        .as_ref()
+        .is_some_and(|v| v.get("error").is_some_and(|e| e.get("message").is_some()))
+    {
         return Response::from_parts(parts, Body::from(bytes));
     }
     let message = match &parsed {
-        Some(v) => v.get("message").and_then(Value::as_str).map(str::to_owned).unwrap_or_else(|| v.to_string()),
+        Some(v) => v
+            .get("message")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .unwrap_or_else(|| v.to_string()),
         None if bytes.is_empty() => status.canonical_reason().unwrap_or("error").to_string(),
         None => String::from_utf8_lossy(&bytes).into_owned(),
     };
     // Upstream answers a request for a model it does not serve with a 500.
-    let (status, code) = if status == StatusCode::INTERNAL_SERVER_ERROR && message.starts_with("Requested model '") {
+    let (status, code) = if status == StatusCode::INTERNAL_SERVER_ERROR
+        && message.starts_with("Requested model '")
+    {
         (StatusCode::NOT_FOUND, Some("model_not_found"))
     } else {
         (status, None)
     };
-    let kind = if status.is_server_error() { "server_error" } else { "invalid_request_error" };
+    let kind = if status.is_server_error() {
+        "server_error"
+    } else {
+        "invalid_request_error"
+    };
     let mut out = error(status, kind, &scrub_paths(&message), None, code);
-    for (k, v) in parts.headers.iter().filter(|(k, _)| *k != header::CONTENT_TYPE && *k != header::CONTENT_LENGTH) {
+    for (k, v) in parts
+        .headers
+        .iter()
+        .filter(|(k, _)| *k != header::CONTENT_TYPE && *k != header::CONTENT_LENGTH)
+    {
         out.headers_mut().insert(k.clone(), v.clone());
     }
     out
@@ -240,9 +333,15 @@ pub(crate) fn scrub_paths(message: &str) -> String {
     while let Some(i) = rest.find('/') {
         let prefix_ok = i == 0 || rest[..i].ends_with([' ', '`', '\'', '"', '(', '[', '=', ':']);
         let tail = &rest[i..];
-        let end = tail.find(|c: char| c.is_whitespace() || "`'\"),]".contains(c)).unwrap_or(tail.len());
+        let end = tail
+            .find(|c: char| c.is_whitespace() || "`'\"),]".contains(c))
+            .unwrap_or(tail.len());
         let candidate = &tail[..end];
-        if prefix_ok && candidate.matches('/').count() >= 2 && !candidate.starts_with("//") && !candidate.starts_with("/v1/") {
+        if prefix_ok
+            && candidate.matches('/').count() >= 2
+            && !candidate.starts_with("//")
+            && !candidate.starts_with("/v1/")
+        {
             out.push_str(&rest[..i]);
             out.push_str("<path>");
         } else {
@@ -252,6 +351,88 @@ pub(crate) fn scrub_paths(message: &str) -> String {
     }
     out.push_str(rest);
     out
+}
+
+/// `router` with the model's internal id (for a local GGUF, its directory) shown as
+/// `served` in every response: the `model` field of completions and chunks, and the list
+/// of `GET /v1/models`. Requests may name either (an alias is registered).
+pub fn serve_under_name(router: axum::Router, internal: String, served: String) -> axum::Router {
+    if internal == served {
+        return router;
+    }
+    let from: Arc<str> = serde_json::to_string(&internal).unwrap_or_default().into();
+    let to: Arc<str> = serde_json::to_string(&served).unwrap_or_default().into();
+    router.layer(axum::middleware::from_fn(
+        move |req: Request, next: Next| {
+            let (from, to) = (from.clone(), to.clone());
+            async move {
+                let resp = next.run(req).await;
+                let (parts, body) = resp.into_parts();
+                let stream = parts
+                    .headers
+                    .get(header::CONTENT_TYPE)
+                    .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+                if stream {
+                    use futures::StreamExt;
+                    // Server-sent events arrive one event per frame.
+                    let frames = body.into_data_stream().map(move |frame| {
+                        frame.map(|b| match std::str::from_utf8(&b) {
+                            Ok(text) if text.contains(&*from) => {
+                                axum::body::Bytes::from(text.replace(&*from, &to))
+                            }
+                            _ => b,
+                        })
+                    });
+                    return Response::from_parts(parts, Body::from_stream(frames));
+                }
+                let mut parts = parts;
+                let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+                    return error(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        "server_error",
+                        "reading the response failed",
+                        None,
+                        None,
+                    );
+                };
+                match std::str::from_utf8(&bytes) {
+                    Ok(text) if text.contains(&*from) => {
+                        parts.headers.remove(header::CONTENT_LENGTH);
+                        Response::from_parts(parts, Body::from(text.replace(&*from, &to)))
+                    }
+                    _ => Response::from_parts(parts, Body::from(bytes)),
+                }
+            }
+        },
+    ))
+}
+
+/// The name a model is served under by default: the last component of its id (a GGUF
+/// directory's name, a hub repository's name).
+pub fn default_served_name(internal: &str) -> String {
+    internal
+        .trim_end_matches('/')
+        .rsplit('/')
+        .next()
+        .filter(|s| !s.is_empty())
+        .unwrap_or(internal)
+        .to_string()
+}
+
+/// One server-sent event of a generation stream with an error in OpenAI's shape:
+/// upstream's streamers send a model or validation error mid-stream as `data: <text>`;
+/// JSON payloads, `[DONE]` and comments pass unchanged.
+pub(crate) fn openai_sse_frame(frame: axum::body::Bytes) -> axum::body::Bytes {
+    let Some(payload) = frame.strip_prefix(b"data: ".as_slice()) else {
+        return frame;
+    };
+    let text = String::from_utf8_lossy(payload);
+    let t = text.trim();
+    if t.starts_with('{') || t == "[DONE]" || t.is_empty() {
+        return frame;
+    }
+    let body = json!({ "error": { "message": scrub_paths(t), "type": "server_error", "param": null, "code": null } });
+    axum::body::Bytes::from(format!("data: {body}\n\n"))
 }
 
 #[cfg(test)]
@@ -276,13 +457,26 @@ mod tests {
             {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
             {"type": "audio_url", "audio_url": {"url": "file:///etc/shadow"}},
         ]}]});
-        assert_eq!(e.refused_media(&chat), Some(("messages[0].content[2].audio_url.url".into(), Media::Local)));
+        assert_eq!(
+            e.refused_media(&chat),
+            Some(("messages[0].content[2].audio_url.url".into(), Media::Local))
+        );
         let responses = json!({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "https://example.com/x.png"}]}]});
-        assert_eq!(e.refused_media(&responses), Some(("input[0].content[0].image_url".into(), Media::Remote)));
-        let open = Exposure { allow_remote_media: true, allow_local_media: true, ..Default::default() };
+        assert_eq!(
+            e.refused_media(&responses),
+            Some(("input[0].content[0].image_url".into(), Media::Remote))
+        );
+        let open = Exposure {
+            allow_remote_media: true,
+            allow_local_media: true,
+            ..Default::default()
+        };
         assert_eq!(open.refused_media(&chat), None);
         // Text that looks like a path is not a media source.
-        assert_eq!(e.refused_media(&json!({"messages": [{"role": "user", "content": "/etc/passwd"}]})), None);
+        assert_eq!(
+            e.refused_media(&json!({"messages": [{"role": "user", "content": "/etc/passwd"}]})),
+            None
+        );
     }
 
     #[test]
@@ -298,78 +492,38 @@ mod tests {
     #[test]
     fn stream_errors_are_shaped() {
         use axum::body::Bytes;
-        let f = |s: &'static str| String::from_utf8(openai_sse_frame(Bytes::from(s)).to_vec()).unwrap();
+        let f =
+            |s: &'static str| String::from_utf8(openai_sse_frame(Bytes::from(s)).to_vec()).unwrap();
         assert_eq!(f("data: [DONE]\n\n"), "data: [DONE]\n\n");
-        assert_eq!(f("data: {\"choices\":[]}\n\n"), "data: {\"choices\":[]}\n\n");
+        assert_eq!(
+            f("data: {\"choices\":[]}\n\n"),
+            "data: {\"choices\":[]}\n\n"
+        );
         assert_eq!(f(": keep-alive\n\n"), ": keep-alive\n\n");
-        let v: Value = serde_json::from_str(f("data: Model failed\n\n").strip_prefix("data: ").unwrap().trim_end()).unwrap();
+        let v: Value = serde_json::from_str(
+            f("data: Model failed\n\n")
+                .strip_prefix("data: ")
+                .unwrap()
+                .trim_end(),
+        )
+        .unwrap();
         assert_eq!(v["error"]["message"], "Model failed");
     }
 
     #[test]
     fn paths_are_scrubbed() {
-        assert_eq!(scrub_paths("Model `/root/.cache/mistralrs-hlg/models` not found"), "Model `<path>` not found");
-        assert_eq!(scrub_paths("available: /home/u/m, /opt/x/y"), "available: <path>, <path>");
-        assert_eq!(scrub_paths("see /v1/models or a/b/c"), "see /v1/models or a/b/c");
+        assert_eq!(
+            scrub_paths("Model `/root/.cache/mistralrs-hlg/models` not found"),
+            "Model `<path>` not found"
+        );
+        assert_eq!(
+            scrub_paths("available: /home/u/m, /opt/x/y"),
+            "available: <path>, <path>"
+        );
+        assert_eq!(
+            scrub_paths("see /v1/models or a/b/c"),
+            "see /v1/models or a/b/c"
+        );
         assert_eq!(scrub_paths("no path here"), "no path here");
     }
-}
-
-/// `router` with the model's internal id (for a local GGUF, its directory) shown as
-/// `served` in every response: the `model` field of completions and chunks, and the list
-/// of `GET /v1/models`. Requests may name either (an alias is registered).
-pub fn serve_under_name(router: axum::Router, internal: String, served: String) -> axum::Router {
-    if internal == served {
-        return router;
-    }
-    let from: Arc<str> = serde_json::to_string(&internal).unwrap_or_default().into();
-    let to: Arc<str> = serde_json::to_string(&served).unwrap_or_default().into();
-    router.layer(axum::middleware::from_fn(move |req: Request, next: Next| {
-        let (from, to) = (from.clone(), to.clone());
-        async move {
-            let resp = next.run(req).await;
-            let (parts, body) = resp.into_parts();
-            let stream = parts.headers.get(header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
-            if stream {
-                use futures::StreamExt;
-                // Server-sent events arrive one event per frame.
-                let frames = body.into_data_stream().map(move |frame| {
-                    frame.map(|b| match std::str::from_utf8(&b) {
-                        Ok(text) if text.contains(&*from) => axum::body::Bytes::from(text.replace(&*from, &to)),
-                        _ => b,
-                    })
-                });
-                return Response::from_parts(parts, Body::from_stream(frames));
-            }
-            let mut parts = parts;
-            let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else { return error(StatusCode::INTERNAL_SERVER_ERROR, "server_error", "reading the response failed", None, None) };
-            match std::str::from_utf8(&bytes) {
-                Ok(text) if text.contains(&*from) => {
-                    parts.headers.remove(header::CONTENT_LENGTH);
-                    Response::from_parts(parts, Body::from(text.replace(&*from, &to)))
-                }
-                _ => Response::from_parts(parts, Body::from(bytes)),
-            }
-        }
-    }))
-}
-
-/// The name a model is served under by default: the last component of its id (a GGUF
-/// directory's name, a hub repository's name).
-pub fn default_served_name(internal: &str) -> String {
-    internal.trim_end_matches('/').rsplit('/').next().filter(|s| !s.is_empty()).unwrap_or(internal).to_string()
-}
-
-/// One server-sent event of a generation stream with an error in OpenAI's shape:
-/// upstream's streamers send a model or validation error mid-stream as `data: <text>`;
-/// JSON payloads, `[DONE]` and comments pass unchanged.
-pub(crate) fn openai_sse_frame(frame: axum::body::Bytes) -> axum::body::Bytes {
-    let Some(payload) = frame.strip_prefix(b"data: ".as_slice()) else { return frame };
-    let text = String::from_utf8_lossy(payload);
-    let t = text.trim();
-    if t.starts_with('{') || t == "[DONE]" || t.is_empty() {
-        return frame;
-    }
-    let body = json!({ "error": { "message": scrub_paths(t), "type": "server_error", "param": null, "code": null } });
-    axum::body::Bytes::from(format!("data: {body}\n\n"))
 }

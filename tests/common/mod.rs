@@ -7,7 +7,11 @@ use mistralrs_hlg::{HlgCurve, Pivot, ToeShape};
 /// far (as a share of the total mass) the cumulative mass before the crossing sits from
 /// one half: a tiny margin means a rounding could pick the neighbour.
 pub fn pivot_f64(curve: &HlgCurve, x: &[f32]) -> Option<(f64, f64)> {
-    let fin: Vec<f64> = x.iter().filter(|v| v.is_finite()).map(|&v| v as f64).collect();
+    let fin: Vec<f64> = x
+        .iter()
+        .filter(|v| v.is_finite())
+        .map(|&v| v as f64)
+        .collect();
     let m = fin.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     if fin.is_empty() {
         return None;
@@ -58,7 +62,9 @@ pub fn g1_f64(curve: &HlgCurve, z: f64) -> Option<f64> {
 
 /// The slope `g₁'(z)` (1 in the band and on a side that is off).
 pub fn slope_f64(curve: &HlgCurve, z: f64) -> f64 {
-    let (Some(w), h) = (curve.width().map(f64::from), 1e-6 * z.abs().max(1.0)) else { return 1.0 };
+    let (Some(w), h) = (curve.width().map(f64::from), 1e-6 * z.abs().max(1.0)) else {
+        return 1.0;
+    };
     if z.abs() <= w {
         return 1.0;
     }
@@ -78,7 +84,15 @@ pub struct Expected {
 /// times 4 ulp of `c`, for the f32 pivot of entropy and median.
 pub fn reference(curve: &HlgCurve, x: &[f32]) -> (Vec<Expected>, f64) {
     let Some((c, margin)) = pivot_f64(curve, x) else {
-        return (x.iter().map(|&v| Expected { value: v as f64, tol: 0.0 }).collect(), 1.0);
+        return (
+            x.iter()
+                .map(|&v| Expected {
+                    value: v as f64,
+                    tol: 0.0,
+                })
+                .collect(),
+            1.0,
+        );
     };
     let c32 = c as f32;
     let ulp_c = (c32.abs().next_up() - c32.abs()) as f64;
@@ -87,14 +101,18 @@ pub fn reference(curve: &HlgCurve, x: &[f32]) -> (Vec<Expected>, f64) {
         .map(|&v| {
             let xv = v as f64;
             if !v.is_finite() {
-                return Expected { value: xv, tol: 0.0 };
+                return Expected {
+                    value: xv,
+                    tol: 0.0,
+                };
             }
             let z = (v - c32) as f64;
             let value = match g1_f64(curve, z) {
                 Some(g) => c32 as f64 + g,
                 None => xv,
             };
-            let tol = 1e-5 * 1f64.max(value.abs()).max(xv.abs()) + 4.0 * ulp_c * slope_f64(curve, z);
+            let tol =
+                1e-5 * 1f64.max(value.abs()).max(xv.abs()) + 4.0 * ulp_c * slope_f64(curve, z);
             Expected { value, tol }
         })
         .collect();
@@ -107,7 +125,9 @@ pub fn close(got: f32, want: &Expected) -> bool {
         return got.is_nan();
     }
     if want.value.abs() > 1e37 || got.abs() > 1e37 {
-        return got.is_sign_negative() == want.value.is_sign_negative() && got.abs() > 1e37 && want.value.abs() > 1e37;
+        return got.is_sign_negative() == want.value.is_sign_negative()
+            && got.abs() > 1e37
+            && want.value.abs() > 1e37;
     }
     if want.tol == 0.0 {
         return got as f64 == want.value;
@@ -119,7 +139,12 @@ pub fn close(got: f32, want: &Expected) -> bool {
 /// every `off` combination of width, shoulder and toe.
 pub fn every_curve() -> Vec<HlgCurve> {
     let mut out = vec![];
-    for pivot in [Pivot::Top { offset: 6.0 }, Pivot::Top { offset: 0.5 }, Pivot::Entropy, Pivot::Median] {
+    for pivot in [
+        Pivot::Top { offset: 6.0 },
+        Pivot::Top { offset: 0.5 },
+        Pivot::Entropy,
+        Pivot::Median,
+    ] {
         for shape in ToeShape::ALL {
             for (w, bh, bt) in [
                 (Some(4.0), Some(4.0), Some(6.0)),
@@ -185,11 +210,17 @@ pub fn mismatch(c: &HlgCurve, x: &[f32], got: &[f32]) -> Option<String> {
     if d > 1.0 {
         return Some(format!("difference {d} of the tolerance for {c:?}"));
     }
-    x.iter().zip(got).position(|(a, b)| *a == f32::NEG_INFINITY && *b != f32::NEG_INFINITY).map(|i| format!("−inf at {i} came out {} for {c:?}", got[i]))
+    x.iter()
+        .zip(got)
+        .position(|(a, b)| *a == f32::NEG_INFINITY && *b != f32::NEG_INFINITY)
+        .map(|i| format!("−inf at {i} came out {} for {c:?}", got[i]))
 }
 
 /// Rows for the tensor backends' property tests: up to 300 logits in [−25, 8), some −inf.
 pub fn backend_logits() -> impl proptest::strategy::Strategy<Value = Vec<f32>> {
     use proptest::prelude::*;
-    prop::collection::vec(prop_oneof![10 => -25.0f32..8.0, 1 => Just(f32::NEG_INFINITY)], 2..300)
+    prop::collection::vec(
+        prop_oneof![10 => -25.0f32..8.0, 1 => Just(f32::NEG_INFINITY)],
+        2..300,
+    )
 }

@@ -25,9 +25,16 @@ fn bench(c: &mut Criterion) {
     g.sample_size(30);
     let mut dst = vec![0f32; v];
     g.bench_function("copy", |b| b.iter(|| dst.copy_from_slice(black_box(&x))));
-    for (name, pivot) in [("top", Pivot::Top { offset: 6.0 }), ("entropy", Pivot::Entropy), ("median", Pivot::Median)] {
+    for (name, pivot) in [
+        ("top", Pivot::Top { offset: 6.0 }),
+        ("entropy", Pivot::Entropy),
+        ("median", Pivot::Median),
+    ] {
         for shape in [ToeShape::Log, ToeShape::Quadratic] {
-            let curve = HlgCurve::default().with_pivot(pivot).unwrap().with_toe_shape(shape);
+            let curve = HlgCurve::default()
+                .with_pivot(pivot)
+                .unwrap()
+                .with_toe_shape(shape);
             g.bench_function(format!("kernel_{name}_{}", shape.name()), |b| {
                 b.iter(|| {
                     dst.copy_from_slice(&x);

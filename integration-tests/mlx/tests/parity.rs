@@ -14,7 +14,10 @@ fn run(c: &HlgCurve, x: &Array) -> Vec<f32> {
     let y = apply(c, x).unwrap();
     assert_eq!(y.shape(), x.shape());
     assert_eq!(y.dtype(), x.dtype());
-    y.as_dtype(Dtype::Float32).unwrap().as_slice::<f32>().to_vec()
+    y.as_dtype(Dtype::Float32)
+        .unwrap()
+        .as_slice::<f32>()
+        .to_vec()
 }
 
 /// A median whose crossing lies within 1e-4 of one half could go either way in f32 (the
@@ -22,7 +25,6 @@ fn run(c: &HlgCurve, x: &Array) -> Vec<f32> {
 fn comparable(c: &HlgCurve, x: &[f32]) -> bool {
     c.pivot() != Pivot::Median || common::pivot_f64(c, x).is_none_or(|(_, margin)| margin > 1e-4)
 }
-
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
@@ -74,9 +76,15 @@ fn vocabulary_sized_rows_match_kernel() {
 fn identity_and_non_finite_rows() {
     let x = [1.0f32, f32::NAN, f32::INFINITY, f32::NEG_INFINITY, -3.0];
     let a = Array::from_slice(&x, &[5]);
-    for c in [HlgCurve::identity(), HlgCurve::new(Pivot::Entropy, Some(2.0), None, None, Default::default()).unwrap()] {
+    for c in [
+        HlgCurve::identity(),
+        HlgCurve::new(Pivot::Entropy, Some(2.0), None, None, Default::default()).unwrap(),
+    ] {
         let same = run(&c, &a);
-        assert_eq!(same.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), x.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+        assert_eq!(
+            same.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            x.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+        );
     }
     // A row without finite entries comes back unchanged, next to a normal row.
     let rows = Array::from_slice(&[f32::NEG_INFINITY, f32::NAN, 0.0, -20.0], &[2, 2]);
@@ -85,7 +93,10 @@ fn identity_and_non_finite_rows() {
         assert_eq!(out[0], f32::NEG_INFINITY);
         assert!(out[1].is_nan());
         assert!(worst(&c, &[0.0, -20.0], &out[2..]) <= 1.0, "{c:?}");
-        assert_eq!(kernel(&c, &[f32::NEG_INFINITY, f32::NAN])[0], f32::NEG_INFINITY);
+        assert_eq!(
+            kernel(&c, &[f32::NEG_INFINITY, f32::NAN])[0],
+            f32::NEG_INFINITY
+        );
     }
 }
 
@@ -94,12 +105,25 @@ fn half_precision_in_same_dtype_out() {
     let x: Vec<f32> = (0..64).map(|i| 4.0 - i as f32 * 0.37).collect();
     for dtype in [Dtype::Float16, Dtype::Bfloat16] {
         let a = Array::from_slice(&x, &[64]).as_dtype(dtype).unwrap();
-        let rounded = a.as_dtype(Dtype::Float32).unwrap().as_slice::<f32>().to_vec();
+        let rounded = a
+            .as_dtype(Dtype::Float32)
+            .unwrap()
+            .as_slice::<f32>()
+            .to_vec();
         for c in every_curve() {
             let got = run(&c, &a);
             // The kernel on the rounded input, rounded to the same dtype.
-            let want = Array::from_slice(&kernel(&c, &rounded), &[64]).as_dtype(dtype).unwrap().as_dtype(Dtype::Float32).unwrap();
-            common::assert_within_half_ulp(dtype == Dtype::Float16, &got, want.as_slice::<f32>(), &format!("{dtype:?} {c:?}"));
+            let want = Array::from_slice(&kernel(&c, &rounded), &[64])
+                .as_dtype(dtype)
+                .unwrap()
+                .as_dtype(Dtype::Float32)
+                .unwrap();
+            common::assert_within_half_ulp(
+                dtype == Dtype::Float16,
+                &got,
+                want.as_slice::<f32>(),
+                &format!("{dtype:?} {c:?}"),
+            );
         }
     }
 }

@@ -15,7 +15,9 @@
 
 use std::arch::x86_64::*;
 
-use super::{chunk, shoulder, ExpToe, Knee, LogToe, QuadraticToe, BLOCK, CHUNK, DEPTHS, LANES, MEDIAN_DEPTHS};
+use super::{
+    chunk, shoulder, ExpToe, Knee, LogToe, QuadraticToe, BLOCK, CHUNK, DEPTHS, LANES, MEDIAN_DEPTHS,
+};
 use crate::curve::ToeShape;
 use crate::fastmath::{v8, Fused};
 use v8::{each, splat, Vn};
@@ -70,7 +72,10 @@ impl ToeV for LogToe {
 impl ToeV for QuadraticToe {
     #[inline(always)]
     unsafe fn toe_v(d: Vn, k: &KneeV) -> Vn {
-        each!(|i| _mm256_sub_ps(k.c_lo, _mm256_fmadd_ps(_mm256_mul_ps(d[i], k.half_inv_bt), d[i], d[i])))
+        each!(|i| _mm256_sub_ps(
+            k.c_lo,
+            _mm256_fmadd_ps(_mm256_mul_ps(d[i], k.half_inv_bt), d[i], d[i])
+        ))
     }
 }
 
@@ -189,7 +194,10 @@ unsafe fn weight<const EXACT: bool>(xv: Vn, m: __m256, bad: &mut __m256) -> (Vn,
         let t: Vn = each!(|i| _mm256_max_ps(t[i], splat(-87.3)));
         *bad = _mm256_or_ps(
             *bad,
-            _mm256_or_ps(_mm256_cmp_ps::<_CMP_GT_OQ>(t[0], splat(0.0)), _mm256_cmp_ps::<_CMP_GT_OQ>(t[1], splat(0.0))),
+            _mm256_or_ps(
+                _mm256_cmp_ps::<_CMP_GT_OQ>(t[0], splat(0.0)),
+                _mm256_cmp_ps::<_CMP_GT_OQ>(t[1], splat(0.0)),
+            ),
         );
         (v8::exp_neg_in_range(t), t)
     }
@@ -244,7 +252,8 @@ unsafe fn weighted_sums_with<const EXACT: bool>(x: &[f32], m: f32) -> Option<(f6
     for block in x.chunks(BLOCK) {
         let (mut ae, mut aet) = (_mm256_setzero_ps(), _mm256_setzero_ps());
         for i in (0..block.len()).step_by(WAYS * LANES) {
-            let (e, t) = weight::<EXACT>(each!(|j| load_padded(block, i + j * LANES)), mv, &mut bad);
+            let (e, t) =
+                weight::<EXACT>(each!(|j| load_padded(block, i + j * LANES)), mv, &mut bad);
             ae = _mm256_add_ps(ae, _mm256_add_ps(e[0], e[1]));
             aet = _mm256_fmadd_ps(e[1], t[1], _mm256_fmadd_ps(e[0], t[0], aet));
         }
@@ -275,7 +284,8 @@ unsafe fn mass_profile_with<const EXACT: bool>(x: &[f32], m: f32) -> Option<(f64
         let mut bt = _mm256_setzero_ps();
         let mut bw = [_mm256_setzero_ps(); DEPTHS];
         for i in (0..block.len()).step_by(WAYS * LANES) {
-            let (e, t) = weight::<EXACT>(each!(|j| load_padded(block, i + j * LANES)), mv, &mut bad);
+            let (e, t) =
+                weight::<EXACT>(each!(|j| load_padded(block, i + j * LANES)), mv, &mut bad);
             bt = _mm256_add_ps(bt, _mm256_add_ps(e[0], e[1]));
             for (w, th) in bw.iter_mut().zip(&thresholds) {
                 let a = _mm256_and_ps(e[0], _mm256_cmp_ps::<_CMP_GE_OQ>(t[0], *th));
@@ -326,7 +336,10 @@ static KEEP_COUNT: [u8; 256] = {
 /// new count. Branch-free: one permutation by a table of lane indices.
 #[inline(always)]
 unsafe fn keep(xv: __m256, floor: __m256, dst: *mut f32, n: usize) -> usize {
-    let keep = _mm256_and_ps(_mm256_cmp_ps::<_CMP_GE_OQ>(xv, floor), _mm256_cmp_ps::<_CMP_LT_OQ>(xv, splat(f32::INFINITY)));
+    let keep = _mm256_and_ps(
+        _mm256_cmp_ps::<_CMP_GE_OQ>(xv, floor),
+        _mm256_cmp_ps::<_CMP_LT_OQ>(xv, splat(f32::INFINITY)),
+    );
     let mask = _mm256_movemask_ps(keep) as usize & 0xff;
     let idx = _mm256_loadu_si256(KEEP_INDEX[mask].as_ptr().cast());
     _mm256_storeu_ps(dst.add(n), _mm256_permutevar8x32_ps(xv, idx));
@@ -366,14 +379,28 @@ mod tests {
 
     /// Every `stride`-th f32 from `lo` up to `hi` (both positive).
     fn walk(lo: f32, hi: f32, stride: u32) -> Vec<f32> {
-        (lo.to_bits()..=hi.to_bits()).step_by(stride as usize).map(f32::from_bits).collect()
+        (lo.to_bits()..=hi.to_bits())
+            .step_by(stride as usize)
+            .map(f32::from_bits)
+            .collect()
     }
 
     /// `f8` (two vectors at a time, as the kernel runs it) against `f` on every
     /// `stride`-th f32 from `lo` to `hi` (same sign), bit for bit.
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn compare(name: &str, lo: f32, hi: f32, stride: u32, f8: unsafe fn(Vn) -> Vn, f: fn(f32) -> f32) {
-        let (a, b) = if lo.to_bits() <= hi.to_bits() { (lo.to_bits(), hi.to_bits()) } else { (hi.to_bits(), lo.to_bits()) };
+    unsafe fn compare(
+        name: &str,
+        lo: f32,
+        hi: f32,
+        stride: u32,
+        f8: unsafe fn(Vn) -> Vn,
+        f: fn(f32) -> f32,
+    ) {
+        let (a, b) = if lo.to_bits() <= hi.to_bits() {
+            (lo.to_bits(), hi.to_bits())
+        } else {
+            (hi.to_bits(), lo.to_bits())
+        };
         let mut bits = a;
         let mut xs = [0f32; 2 * LANES];
         loop {
@@ -382,12 +409,18 @@ mod tests {
                 bits = bits.saturating_add(stride);
             }
             let mut got = [0f32; 2 * LANES];
-            let out = f8([_mm256_loadu_ps(xs.as_ptr()), _mm256_loadu_ps(xs.as_ptr().add(LANES))]);
+            let out = f8([
+                _mm256_loadu_ps(xs.as_ptr()),
+                _mm256_loadu_ps(xs.as_ptr().add(LANES)),
+            ]);
             _mm256_storeu_ps(got.as_mut_ptr(), out[0]);
             _mm256_storeu_ps(got.as_mut_ptr().add(LANES), out[1]);
             for (x, g) in xs.iter().zip(got) {
                 let w = f(*x);
-                assert!(g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()), "{name}({x}): {g} vs {w}");
+                assert!(
+                    g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()),
+                    "{name}({x}): {g} vs {w}"
+                );
             }
             if bits > b {
                 return;
@@ -409,7 +442,10 @@ mod tests {
 
     fn assert_same_bits(name: &str, xs: &[f32], got: &[f32], want: &[f32]) {
         for ((x, g), w) in xs.iter().zip(got).zip(want) {
-            assert!(g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()), "{name}({x}): {g} vs {w}");
+            assert!(
+                g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()),
+                "{name}({x}): {g} vs {w}"
+            );
         }
     }
 
@@ -436,9 +472,17 @@ mod tests {
             fastmath::exp_neg::<Fused>(v)
         }
         // SAFETY (all three): the CPU has FMA, checked above.
-        let (l, em, en): (fn(f32) -> f32, fn(f32) -> f32, fn(f32) -> f32) =
-            (|v| unsafe { log1p_toe(v) }, |v| unsafe { exp2m1_pos(v) }, |v| unsafe { exp_neg(v) });
-        let stride = if std::env::var_os("HLG_EXHAUSTIVE").is_some() { 1 } else { 127 };
+        type Scalar = fn(f32) -> f32;
+        let (l, em, en): (Scalar, Scalar, Scalar) = (
+            |v| unsafe { log1p_toe(v) },
+            |v| unsafe { exp2m1_pos(v) },
+            |v| unsafe { exp_neg(v) },
+        );
+        let stride = if std::env::var_os("HLG_EXHAUSTIVE").is_some() {
+            1
+        } else {
+            127
+        };
         unsafe {
             // Every sign: the kernel evaluates the log on lanes it then discards, and the
             // scalar code must not differ there either (it would only in a NaN's payload).
@@ -454,11 +498,23 @@ mod tests {
                 compare("log1p_toe", lo, hi, st, |v| v8::log1p_toe(v), l);
             }
             compare("log1p_toe", f32::NAN, f32::NAN, 1, |v| v8::log1p_toe(v), l);
-            for (lo, hi, st) in [(0.0, f32::INFINITY, stride), (127.9, 128.1, 1), (0.99, 1.01, 1), (63.99, 64.01, 1)] {
+            for (lo, hi, st) in [
+                (0.0, f32::INFINITY, stride),
+                (127.9, 128.1, 1),
+                (0.99, 1.01, 1),
+                (63.99, 64.01, 1),
+            ] {
                 compare("exp2m1_pos", lo, hi, st, |v| v8::exp2m1_pos(v), em);
             }
             for (lo, hi, st) in [(-0.0, f32::NEG_INFINITY, stride), (-87.2, -87.4, 1)] {
-                compare("exp_neg", lo, hi, st, |v| [v8::exp_neg(v[0]), v8::exp_neg(v[1])], en);
+                compare(
+                    "exp_neg",
+                    lo,
+                    hi,
+                    st,
+                    |v| [v8::exp_neg(v[0]), v8::exp_neg(v[1])],
+                    en,
+                );
             }
         }
     }
@@ -472,21 +528,37 @@ mod tests {
             eprintln!("no AVX2 + FMA on this CPU: nothing to compare");
             return;
         }
-        let mut x: Vec<f32> = walk(1e-6, 3e38, 4099).iter().flat_map(|&v| [v, -v]).collect();
+        let mut x: Vec<f32> = walk(1e-6, 3e38, 4099)
+            .iter()
+            .flat_map(|&v| [v, -v])
+            .collect();
         x.extend([f32::NEG_INFINITY, f32::INFINITY, f32::NAN, 0.0, -0.0]);
         x.extend((0..2000).map(|i| (i as f32 - 1000.0) * 0.0137));
         x.push(0.5);
         for shape in ToeShape::ALL {
-            for (w, bh, bt) in [(Some(4.0), Some(4.0), Some(6.0)), (Some(0.0), Some(0.05), Some(0.05)), (Some(2.5), None, Some(40.0)), (Some(1.0), Some(3.0), None), (None, Some(1.0), Some(1.0))] {
+            for (w, bh, bt) in [
+                (Some(4.0), Some(4.0), Some(6.0)),
+                (Some(0.0), Some(0.05), Some(0.05)),
+                (Some(2.5), None, Some(40.0)),
+                (Some(1.0), Some(3.0), None),
+                (None, Some(1.0), Some(1.0)),
+            ] {
                 for c in [0.0f32, 3.7, -12.5] {
-                    let curve = HlgCurve::new(crate::curve::Pivot::Top { offset: 0.0 }, w, bh, bt, shape).unwrap();
+                    let curve =
+                        HlgCurve::new(crate::curve::Pivot::Top { offset: 0.0 }, w, bh, bt, shape)
+                            .unwrap();
                     let knee = Knee::new(c, &curve);
                     let (mut got, mut want) = (x.clone(), x.clone());
                     unsafe {
                         transform(&mut got, &knee, shape);
                         generic_fused(&mut want, &knee, shape);
                     }
-                    assert_same_bits(&format!("{shape:?} w={w:?} bh={bh:?} bt={bt:?} c={c}"), &x, &got, &want);
+                    assert_same_bits(
+                        &format!("{shape:?} w={w:?} bh={bh:?} bt={bt:?} c={c}"),
+                        &x,
+                        &got,
+                        &want,
+                    );
                 }
             }
         }
@@ -502,11 +574,25 @@ mod tests {
             return;
         }
         let mut x = uniform_logits(10_007, 0x0bad_cafe_1234_5678);
-        for (i, v) in [(3, f32::NEG_INFINITY), (4, f32::NAN), (5, f32::INFINITY), (9_999, f32::INFINITY), (10_006, 9.5)] {
+        for (i, v) in [
+            (3, f32::NEG_INFINITY),
+            (4, f32::NAN),
+            (5, f32::INFINITY),
+            (9_999, f32::INFINITY),
+            (10_006, 9.5),
+        ] {
             x[i] = v;
         }
         for len in [0, 1, 7, 8, 9, 63, 1000, 10_007] {
-            for floor in [f32::NEG_INFINITY, -30.0, -3.0, 9.0, 9.5, 10.0, f32::INFINITY] {
+            for floor in [
+                f32::NEG_INFINITY,
+                -30.0,
+                -3.0,
+                9.0,
+                9.5,
+                10.0,
+                f32::INFINITY,
+            ] {
                 let got = unsafe { compact(&x[..len], floor) };
                 let want = super::super::compact_body::<fastmath::Plain>(&x[..len], floor);
                 assert_eq!(got.len(), want.len(), "len {len} floor {floor}");
