@@ -61,8 +61,8 @@ fn bench(c: &mut Criterion) {
             ("hlg_top_log", top),
             ("hlg_top_quadratic", top.with_toe_shape(ToeShape::Quadratic)),
             ("hlg_top_exp", top.with_toe_shape(ToeShape::Exp)),
-            ("hlg_entropy_log", top.with_pivot(Pivot::Entropy).unwrap()),
-            ("hlg_median_log", top.with_pivot(Pivot::Median).unwrap()),
+            ("hlg_entropy_log", top.with_pivot(Pivot::Entropy)),
+            ("hlg_median_log", top.with_pivot(Pivot::Median)),
         ];
         if v == 262_144 {
             for s in [ToeShape::Quadratic, ToeShape::Exp] {
@@ -72,7 +72,7 @@ fn bench(c: &mut Criterion) {
                     } else {
                         "hlg_entropy_quadratic"
                     },
-                    top.with_pivot(Pivot::Entropy).unwrap().with_toe_shape(s),
+                    top.with_pivot(Pivot::Entropy).with_toe_shape(s),
                 ));
                 curves.push((
                     if s == ToeShape::Exp {
@@ -80,7 +80,7 @@ fn bench(c: &mut Criterion) {
                     } else {
                         "hlg_median_quadratic"
                     },
-                    top.with_pivot(Pivot::Median).unwrap().with_toe_shape(s),
+                    top.with_pivot(Pivot::Median).with_toe_shape(s),
                 ));
             }
         }

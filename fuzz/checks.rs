@@ -92,14 +92,13 @@ pub fn kernel(data: &[u8]) {
     let f = |i: usize| f32::from_le_bytes([data[i], data[i + 1], data[i + 2], data[i + 3]]);
     let knob = |on: bool, v: f32| on.then_some(v.abs());
     let flags = data[0];
-    let pivot = match data[1] % 3 {
-        0 => Pivot::Top { offset: f(2).abs() },
-        1 => Pivot::Entropy,
-        _ => Pivot::Median,
-    };
+    let pivot = Pivot::ALL[data[1] as usize % Pivot::ALL.len()];
+    // Only `top` reads the offset; the others keep a valid one so they are not skipped.
+    let offset = if pivot == Pivot::Top { f(2).abs() } else { 0.0 };
     let shape = ToeShape::ALL[(flags >> 4) as usize % ToeShape::ALL.len()];
     let Ok(curve) = HlgCurve::new(
         pivot,
+        offset,
         knob(flags & 1 != 0, f(6)),
         knob(flags & 2 != 0, f(10)),
         knob(flags & 4 != 0, f(14)),

@@ -8,46 +8,9 @@ use std::fmt;
 use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
-use crate::curve::{
-    HlgCurve, Pivot, Range, ToeShape, DEFAULT_PIVOT_OFFSET, PIVOT_OFFSET, SHOULDER, TOE, WIDTH,
-};
+use crate::curve::HlgCurve;
 use crate::error::HlgError;
-
-/// The fields of the `hlg` object, in the order of the docs.
-pub const FIELDS: [&str; 7] = [
-    "enabled",
-    "pivot",
-    "pivot_offset",
-    "width",
-    "shoulder",
-    "toe",
-    "toe_shape",
-];
-
-/// The pivot mode without its offset (the offset is a field of its own).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum PivotMode {
-    /// `max(x) − pivot_offset`.
-    Top,
-    /// `Σ p·x`.
-    Entropy,
-    /// The mass median.
-    Median,
-}
-
-impl PivotMode {
-    /// Every mode, in the order of the docs.
-    pub const ALL: [PivotMode; 3] = [PivotMode::Top, PivotMode::Entropy, PivotMode::Median];
-
-    /// The name as it is spelled in the `hlg` object.
-    pub fn name(&self) -> &'static str {
-        match self {
-            PivotMode::Top => "top",
-            PivotMode::Entropy => "entropy",
-            PivotMode::Median => "median",
-        }
-    }
-}
+use crate::params::{render_number, Field, Pivot, ToeShape, DEFAULT_PIVOT_OFFSET};
 
 /// A rolloff parameter in nats, or off.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -112,15 +75,6 @@ impl RawValue {
     }
 }
 
-/// A number as it reads in an error message: `-2`, `0.5`, `1e40`.
-pub(crate) fn render_number(v: f64) -> String {
-    if v.is_finite() && (v == 0.0 || (1e-6..1e16).contains(&v.abs())) {
-        format!("{v}")
-    } else {
-        format!("{v:e}")
-    }
-}
-
 /// The `hlg` object of a request, or the server's HLG defaults.
 ///
 /// Every field is optional; [`HlgConfig::merged_over`] fills the missing ones from a
@@ -145,7 +99,7 @@ pub(crate) fn render_number(v: f64) -> String {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct HlgConfig {
     enabled: Option<bool>,
-    pivot: Option<PivotMode>,
+    pivot: Option<Pivot>,
     pivot_offset: Option<f32>,
     width: Option<Knob>,
     shoulder: Option<Knob>,
@@ -168,30 +122,54 @@ impl HlgConfig {
     /// # Ok::<(), mistralrs_hlg::HlgError>(())
     /// ```
     pub fn set(&mut self, field: &str, value: RawValue) -> Result<(), HlgError> {
+        let f = Field::from_name(field).ok_or_else(|| HlgError::UnknownField {
+            field: field.to_string(),
+        })?;
+        self.set_field(f, value)
+    }
+
+    /// [`Self::set`] for a field already known.
+    ///
+    /// ```
+    /// use mistralrs_hlg::{config::RawValue, params::Field, HlgConfig, Pivot};
+    /// let mut cfg = HlgConfig::default();
+    /// cfg.set_field(Field::Pivot, RawValue::Str("entropy".into()))?;
+    /// assert_eq!(cfg.curve().pivot(), Pivot::Entropy);
+    /// # Ok::<(), mistralrs_hlg::HlgError>(())
+    /// ```
+    pub fn set_field(&mut self, field: Field, value: RawValue) -> Result<(), HlgError> {
         match field {
-            "enabled" => self.enabled = Some(parse_switch(&value)?),
-            "pivot" => {
-                self.pivot = Some(parse_name(&value, &PivotMode::ALL, PivotMode::name, PIVOT)?)
-            }
-            "pivot_offset" => self.pivot_offset = Some(parse_number(&value, &PIVOT_OFFSET)?),
-            "width" => self.width = Some(parse_knob(&value, &WIDTH)?),
-            "shoulder" => self.shoulder = Some(parse_knob(&value, &SHOULDER)?),
-            "toe" => self.toe = Some(parse_knob(&value, &TOE)?),
-            "toe_shape" => {
-                self.toe_shape = Some(parse_name(
-                    &value,
-                    &ToeShape::ALL,
-                    ToeShape::name,
-                    TOE_SHAPE,
-                )?)
-            }
-            _ => {
-                return Err(HlgError::UnknownField {
-                    field: field.to_string(),
-                })
-            }
+            Field::Enabled => self.enabled = Some(parse_switch(field, &value)?),
+            Field::Pivot => self.pivot = Some(parse_name(field, &value)?),
+            Field::PivotOffset => self.pivot_offset = Some(parse_number(field, &value)?),
+            Field::Width => self.width = Some(parse_knob(field, &value)?),
+            Field::Shoulder => self.shoulder = Some(parse_knob(field, &value)?),
+            Field::Toe => self.toe = Some(parse_knob(field, &value)?),
+            Field::ToeShape => self.toe_shape = Some(parse_name(field, &value)?),
         }
         Ok(())
+    }
+
+    /// One field as set, `None` when missing.
+    ///
+    /// ```
+    /// use mistralrs_hlg::config::{HlgConfig, Knob, Value};
+    /// use mistralrs_hlg::params::Field;
+    /// let cfg = HlgConfig::from_pairs([("toe", "off")])?;
+    /// assert_eq!(cfg.get(Field::Toe), Some(Value::Knob(Knob::Off)));
+    /// assert_eq!(cfg.get(Field::Width), None);
+    /// # Ok::<(), mistralrs_hlg::HlgError>(())
+    /// ```
+    pub fn get(&self, field: Field) -> Option<Value> {
+        match field {
+            Field::Enabled => self.enabled.map(Value::Switch),
+            Field::Pivot => self.pivot.map(Value::Pivot),
+            Field::PivotOffset => self.pivot_offset.map(Value::Number),
+            Field::Width => self.width.map(Value::Knob),
+            Field::Shoulder => self.shoulder.map(Value::Knob),
+            Field::Toe => self.toe.map(Value::Knob),
+            Field::ToeShape => self.toe_shape.map(Value::ToeShape),
+        }
     }
 
     /// A config from `(field, text)` pairs, as flags and config files give them.
@@ -286,7 +264,7 @@ impl HlgConfig {
         let knob = |v: Option<f32>| Some(v.map_or(Knob::Off, Knob::Nats));
         HlgConfig {
             enabled: Some(self.enabled.unwrap_or(enabled_default)),
-            pivot: Some(self.pivot.unwrap_or(PivotMode::Top)),
+            pivot: Some(self.pivot.unwrap_or_default()),
             pivot_offset: Some(self.pivot_offset.unwrap_or(DEFAULT_PIVOT_OFFSET)),
             width: knob(c.width()),
             shoulder: knob(c.shoulder()),
@@ -299,16 +277,10 @@ impl HlgConfig {
     /// [`HlgCurve::default`]. `pivot_offset` matters only for the `top` pivot.
     pub fn curve(&self) -> HlgCurve {
         let d = HlgCurve::default();
-        let pivot = match self.pivot.unwrap_or(PivotMode::Top) {
-            PivotMode::Top => Pivot::Top {
-                offset: self.pivot_offset.unwrap_or(DEFAULT_PIVOT_OFFSET),
-            },
-            PivotMode::Entropy => Pivot::Entropy,
-            PivotMode::Median => Pivot::Median,
-        };
         let knob = |k: Option<Knob>, default: Option<f32>| k.map_or(default, Knob::nats);
         HlgCurve::new(
-            pivot,
+            self.pivot.unwrap_or(d.pivot()),
+            self.pivot_offset.unwrap_or(d.pivot_offset()),
             knob(self.width, d.width()),
             knob(self.shoulder, d.shoulder()),
             knob(self.toe, d.toe()),
@@ -319,53 +291,67 @@ impl HlgConfig {
     }
 }
 
-const PIVOT: (&str, &str) = ("hlg.pivot", r#"one of "top", "entropy", "median""#);
-const TOE_SHAPE: (&str, &str) = ("hlg.toe_shape", r#"one of "log", "quadratic", "exp""#);
-
-fn invalid((param, expected): (&str, &'static str), got: &RawValue) -> HlgError {
+fn invalid(field: Field, got: &RawValue) -> HlgError {
     HlgError::InvalidValue {
-        param: param.to_string(),
-        expected,
+        field,
         got: got.render(),
     }
 }
 
-fn parse_switch(v: &RawValue) -> Result<bool, HlgError> {
+fn parse_switch(field: Field, v: &RawValue) -> Result<bool, HlgError> {
     match v {
         RawValue::Bool(b) => Ok(*b),
         RawValue::Str(s) if s == "on" => Ok(true),
         RawValue::Str(s) if s == "off" => Ok(false),
-        _ => Err(invalid(("hlg.enabled", r#"a boolean (or "on"/"off")"#), v)),
+        _ => Err(invalid(field, v)),
     }
 }
 
-fn parse_name<T: Copy>(
-    v: &RawValue,
-    all: &[T],
-    name: fn(&T) -> &'static str,
-    spec: (&str, &'static str),
-) -> Result<T, HlgError> {
+fn parse_name<T: std::str::FromStr>(field: Field, v: &RawValue) -> Result<T, HlgError> {
     match v {
-        RawValue::Str(s) => all
-            .iter()
-            .copied()
-            .find(|t| name(t) == s)
-            .ok_or_else(|| invalid(spec, v)),
-        _ => Err(invalid(spec, v)),
+        RawValue::Str(s) => s.parse().map_err(|_| invalid(field, v)),
+        _ => Err(invalid(field, v)),
     }
 }
 
-fn parse_number(v: &RawValue, range: &Range) -> Result<f32, HlgError> {
+fn parse_number(field: Field, v: &RawValue) -> Result<f32, HlgError> {
     match v {
-        RawValue::Number(n) => range.check(*n),
-        _ => Err(range.error(v.render())),
+        RawValue::Number(n) => HlgError::check(field, *n),
+        _ => Err(invalid(field, v)),
     }
 }
 
-fn parse_knob(v: &RawValue, range: &Range) -> Result<Knob, HlgError> {
+fn parse_knob(field: Field, v: &RawValue) -> Result<Knob, HlgError> {
     match v {
         RawValue::Str(s) if s == "off" => Ok(Knob::Off),
-        _ => parse_number(v, range).map(Knob::Nats),
+        _ => parse_number(field, v).map(Knob::Nats),
+    }
+}
+
+/// One field's validated value.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Value {
+    /// `enabled`.
+    Switch(bool),
+    /// `pivot`.
+    Pivot(Pivot),
+    /// `pivot_offset`, in nats.
+    Number(f32),
+    /// `width`, `shoulder`, `toe`.
+    Knob(Knob),
+    /// `toe_shape`.
+    ToeShape(ToeShape),
+}
+
+impl Serialize for Value {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match *self {
+            Value::Switch(b) => s.serialize_bool(b),
+            Value::Pivot(p) => s.serialize_str(p.name()),
+            Value::Number(v) | Value::Knob(Knob::Nats(v)) => s.serialize_f32(v),
+            Value::Knob(Knob::Off) => s.serialize_str("off"),
+            Value::ToeShape(t) => s.serialize_str(t.name()),
+        }
     }
 }
 
@@ -378,28 +364,10 @@ impl<'de> Deserialize<'de> for HlgConfig {
 impl Serialize for HlgConfig {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut map = s.serialize_map(None)?;
-        if let Some(v) = self.enabled {
-            map.serialize_entry("enabled", &v)?;
-        }
-        if let Some(v) = self.pivot {
-            map.serialize_entry("pivot", v.name())?;
-        }
-        if let Some(v) = self.pivot_offset {
-            map.serialize_entry("pivot_offset", &v)?;
-        }
-        for (name, knob) in [
-            ("width", self.width),
-            ("shoulder", self.shoulder),
-            ("toe", self.toe),
-        ] {
-            match knob {
-                Some(Knob::Off) => map.serialize_entry(name, "off")?,
-                Some(Knob::Nats(v)) => map.serialize_entry(name, &v)?,
-                None => {}
+        for field in Field::ALL {
+            if let Some(v) = self.get(field) {
+                map.serialize_entry(field.name(), &v)?;
             }
-        }
-        if let Some(v) = self.toe_shape {
-            map.serialize_entry("toe_shape", v.name())?;
         }
         map.end()
     }

@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use crate::params::{render_number, Field, Kind};
+
 /// An invalid HLG parameter: which field, what it accepts, and what it got.
 ///
 /// The `Display` form reads like mlx-lm's messages and names the field as it is spelled
@@ -18,12 +20,10 @@ use std::fmt;
 pub enum HlgError {
     /// A known field with a value of the right kind outside its accepted range, or a
     /// value of the wrong kind.
-    #[error("`{param}` must be {expected}, got {got}")]
+    #[error("`{}` must be {}, got {got}", field.param(), field.expected())]
     InvalidValue {
-        /// The field, as `hlg.<name>`.
-        param: String,
-        /// The accepted values, in words.
-        expected: &'static str,
+        /// The field.
+        field: Field,
         /// What was received, rendered as JSON-like text.
         got: String,
     },
@@ -52,11 +52,23 @@ impl HlgError {
     /// let err: HlgError = HlgConfig::from_pairs([("width", "-1")]).unwrap_err();
     /// assert_eq!(err.param(), "hlg.width");
     /// ```
-    pub fn param(&self) -> &str {
+    pub fn param(&self) -> &'static str {
         match self {
-            HlgError::InvalidValue { param, .. } => param,
+            HlgError::InvalidValue { field, .. } => field.param(),
             HlgError::UnknownField { .. } | HlgError::NotAnObject { .. } => "hlg",
         }
+    }
+
+    /// The field's number as an `f32`, or the error naming the field and its range.
+    pub(crate) fn check(field: Field, v: f64) -> Result<f32, HlgError> {
+        let accepted = match field.kind() {
+            Kind::Number(r) | Kind::Knob(r) => r.accepts(v),
+            Kind::Switch | Kind::Name(..) => None,
+        };
+        accepted.ok_or_else(|| HlgError::InvalidValue {
+            field,
+            got: render_number(v),
+        })
     }
 }
 
@@ -64,11 +76,11 @@ struct FieldList;
 
 impl fmt::Display for FieldList {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, name) in crate::config::FIELDS.iter().enumerate() {
+        for (i, field) in Field::ALL.iter().enumerate() {
             if i > 0 {
                 f.write_str(", ")?;
             }
-            write!(f, "`{name}`")?;
+            write!(f, "`{field}`")?;
         }
         Ok(())
     }

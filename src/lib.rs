@@ -44,6 +44,7 @@ pub mod config;
 pub mod curve;
 mod error;
 mod fastmath;
+pub mod params;
 
 pub mod backend;
 #[cfg(feature = "server")]
@@ -60,5 +61,6 @@ pub mod processor;
 pub mod server;
 
 pub use config::HlgConfig;
-pub use curve::{HlgCurve, Pivot, ToeShape};
+pub use curve::HlgCurve;
 pub use error::HlgError;
+pub use params::{Pivot, ToeShape};

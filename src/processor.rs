@@ -70,17 +70,37 @@ pub enum Backend {
     Mlx,
 }
 
+/// A backend name that this build cannot run.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BackendError {
+    /// Neither `kernel` nor `mlx`.
+    #[error("expected {expected}, got {0:?}", expected = Backend::EXPECTED)]
+    Unknown(String),
+    /// `mlx` in a build without the `mlx` feature.
+    #[error("this build has no `mlx` feature (see the README's mlx section)")]
+    MlxNotBuilt,
+}
+
 impl Backend {
-    /// The backend named `kernel` or `mlx` (the server's `--hlg-backend`); an error
-    /// naming the accepted values otherwise, or saying how to build with mlx.
-    pub fn parse(name: &str) -> Result<Self, String> {
+    /// The accepted names, in words.
+    pub const EXPECTED: &'static str = r#""kernel" or "mlx""#;
+
+    /// The backend named `kernel` or `mlx`.
+    ///
+    /// ```
+    /// use mistralrs_hlg::processor::{Backend, BackendError};
+    /// assert_eq!(Backend::parse("kernel"), Ok(Backend::Kernel));
+    /// assert_eq!(Backend::parse("gpu"), Err(BackendError::Unknown("gpu".into())));
+    /// ```
+    pub fn parse(name: &str) -> Result<Self, BackendError> {
         match name {
             "kernel" => Ok(Backend::Kernel),
             #[cfg(feature = "mlx")]
             "mlx" => Ok(Backend::Mlx),
             #[cfg(not(feature = "mlx"))]
-            "mlx" => Err("--hlg-backend mlx: this binary was built without the `mlx` feature (see the README's mlx section)".into()),
-            other => Err(format!("--hlg-backend must be \"kernel\" or \"mlx\", got {other:?}")),
+            "mlx" => Err(BackendError::MlxNotBuilt),
+            other => Err(BackendError::Unknown(other.to_string())),
         }
     }
 }
@@ -347,17 +367,12 @@ mod tests {
     #[test]
     fn backend_names() {
         assert_eq!(Backend::parse("kernel"), Ok(Backend::Kernel));
-        let bad = Backend::parse("gpu").unwrap_err();
-        assert!(
-            bad.contains("\"kernel\" or \"mlx\"") && bad.contains("\"gpu\""),
-            "{bad}"
-        );
+        let bad = Backend::parse("gpu").unwrap_err().to_string();
+        assert_eq!(bad, r#"expected "kernel" or "mlx", got "gpu""#);
         #[cfg(feature = "mlx")]
         assert_eq!(Backend::parse("mlx"), Ok(Backend::Mlx));
         #[cfg(not(feature = "mlx"))]
-        assert!(Backend::parse("mlx")
-            .unwrap_err()
-            .contains("without the `mlx` feature"));
+        assert_eq!(Backend::parse("mlx"), Err(BackendError::MlxNotBuilt));
     }
 
     /// The processor on MLX against the processor on the kernel, on logits shaped like a
@@ -371,12 +386,8 @@ mod tests {
         let t = Tensor::from_slice(&x, x.len(), &Device::Cpu).unwrap();
         for curve in [
             HlgCurve::default(),
-            HlgCurve::default()
-                .with_pivot(crate::Pivot::Entropy)
-                .unwrap(),
-            HlgCurve::default()
-                .with_pivot(crate::Pivot::Median)
-                .unwrap(),
+            HlgCurve::default().with_pivot(crate::Pivot::Entropy),
+            HlgCurve::default().with_pivot(crate::Pivot::Median),
         ] {
             let want: Vec<f32> = HlgProcessor::new(curve)
                 .apply(&t, &[])

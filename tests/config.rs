@@ -142,14 +142,7 @@ fn flags_use_the_same_validation() {
 
 #[test]
 fn curve_constructor_validates() {
-    assert!(HlgCurve::new(
-        Pivot::Top { offset: -1.0 },
-        Some(1.0),
-        None,
-        None,
-        ToeShape::Log
-    )
-    .is_err());
+    assert!(HlgCurve::new(Pivot::Top, -1.0, Some(1.0), None, None, ToeShape::Log).is_err());
     assert!(HlgCurve::default().with_width(Some(f32::NAN)).is_err());
     assert!(HlgCurve::default().with_toe(Some(f32::INFINITY)).is_err());
     assert!(HlgCurve::default().with_shoulder(Some(0.0)).is_err());

@@ -7,20 +7,13 @@ mod common;
 use mistralrs_hlg::{HlgCurve, Pivot, ToeShape};
 use proptest::prelude::*;
 
-fn pivot() -> impl Strategy<Value = Pivot> {
-    prop_oneof![
-        (0.0f32..12.0).prop_map(|offset| Pivot::Top { offset }),
-        Just(Pivot::Entropy),
-        Just(Pivot::Median),
-    ]
+/// Every pivot mode, with an offset (which only `top` reads).
+fn pivot() -> impl Strategy<Value = (Pivot, f32)> {
+    (prop::sample::select(Pivot::ALL.to_vec()), 0.0f32..12.0)
 }
 
 fn shape() -> impl Strategy<Value = ToeShape> {
-    prop_oneof![
-        Just(ToeShape::Log),
-        Just(ToeShape::Quadratic),
-        Just(ToeShape::Exp)
-    ]
+    prop::sample::select(ToeShape::ALL.to_vec())
 }
 
 fn beta() -> impl Strategy<Value = Option<f32>> {
@@ -35,7 +28,7 @@ fn curve() -> impl Strategy<Value = HlgCurve> {
         beta(),
         shape(),
     )
-        .prop_map(|(p, w, bh, bt, s)| HlgCurve::new(p, w, bh, bt, s).unwrap())
+        .prop_map(|((p, o), w, bh, bt, s)| HlgCurve::new(p, o, w, bh, bt, s).unwrap())
 }
 
 /// Logits: a mix of scales (up to 1e4), with some −inf entries.
@@ -93,10 +86,10 @@ proptest! {
     }
 
     #[test]
-    fn identity_bit_exact(x in logits(), p in pivot(), s in shape(), w in 0.0f32..10.0) {
+    fn identity_bit_exact(x in logits(), (p, o) in pivot(), s in shape(), w in 0.0f32..10.0) {
         for c in [
-            HlgCurve::new(p, None, Some(1.0), Some(1.0), s).unwrap(),
-            HlgCurve::new(p, Some(w), None, None, s).unwrap(),
+            HlgCurve::new(p, o, None, Some(1.0), Some(1.0), s).unwrap(),
+            HlgCurve::new(p, o, Some(w), None, None, s).unwrap(),
         ] {
             let y = applied(&c, &x);
             prop_assert_eq!(y.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), x.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
@@ -108,7 +101,7 @@ proptest! {
     #[test]
     fn c1_at_the_knees(w in 0.0f32..8.0, bh in 2.0f32..50.0, bt in 2.0f32..50.0, s in shape()) {
         let offset = w + 1.0;
-        let c = HlgCurve::new(Pivot::Top { offset }, Some(w), Some(bh), Some(bt), s).unwrap();
+        let c = HlgCurve::new(Pivot::Top, offset, Some(w), Some(bh), Some(bt), s).unwrap();
         let h = 1e-3f32;
         let probes = [w - h, w, w + h, -w + h, -w, -w - h];
         let mut x = vec![offset];
@@ -129,8 +122,8 @@ fn masked_entries_do_not_move_the_pivot() {
     padded.push(f32::NAN);
     for c in [
         HlgCurve::default(),
-        HlgCurve::default().with_pivot(Pivot::Entropy).unwrap(),
-        HlgCurve::default().with_pivot(Pivot::Median).unwrap(),
+        HlgCurve::default().with_pivot(Pivot::Entropy),
+        HlgCurve::default().with_pivot(Pivot::Median),
     ] {
         assert_eq!(c.pivot_of(&x), c.pivot_of(&padded));
     }
@@ -152,7 +145,7 @@ fn median_of_long_vectors_in_every_depth_band() {
             (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5
         })
         .collect();
-    let c = HlgCurve::default().with_pivot(Pivot::Median).unwrap();
+    let c = HlgCurve::default().with_pivot(Pivot::Median);
     let mut depths = vec![];
     for top in [0.8f32, 2.5, 5.0, 8.0, 11.0, 12.8, 14.0] {
         // Nudged until the crossing sits clear of one half (neighbouring entries differ by
@@ -187,7 +180,7 @@ fn median_of_long_vectors_in_every_depth_band() {
 /// Every accepted value, the bounds included: the range's ends, values near them, and
 /// the middle of the range on a log scale.
 fn accepted(min: f32) -> impl Strategy<Value = f32> {
-    let max = mistralrs_hlg::curve::MAX_NATS;
+    let max = mistralrs_hlg::params::MAX_NATS;
     prop_oneof![
         Just(min),
         Just(max),
@@ -203,20 +196,18 @@ fn accepted_knob(min: f32) -> impl Strategy<Value = Option<f32>> {
 
 /// Any accepted curve, extremes included.
 fn any_accepted_curve() -> impl Strategy<Value = HlgCurve> {
-    let beta = mistralrs_hlg::curve::MIN_BETA;
-    let pivot = prop_oneof![
-        accepted(0.0).prop_map(|offset| Pivot::Top { offset }),
-        Just(Pivot::Entropy),
-        Just(Pivot::Median)
-    ];
+    let beta = mistralrs_hlg::params::MIN_BETA;
     (
-        pivot,
+        prop::sample::select(Pivot::ALL.to_vec()),
+        accepted(0.0),
         accepted_knob(0.0),
         accepted_knob(beta),
         accepted_knob(beta),
         shape(),
     )
-        .prop_map(|(p, w, bh, bt, s)| HlgCurve::new(p, w, bh, bt, s).expect("an accepted curve"))
+        .prop_map(|(p, o, w, bh, bt, s)| {
+            HlgCurve::new(p, o, w, bh, bt, s).expect("an accepted curve")
+        })
 }
 
 /// Any finite logits, up to f32's largest magnitudes.
@@ -249,18 +240,34 @@ proptest! {
 
 #[test]
 fn the_bounds_are_the_accepted_ranges() {
-    use mistralrs_hlg::curve::{MAX_NATS, MIN_BETA};
-    let top = |offset| Pivot::Top { offset };
+    use mistralrs_hlg::params::{MAX_NATS, MIN_BETA};
     assert!(HlgCurve::new(
-        top(MAX_NATS),
+        Pivot::Top,
+        MAX_NATS,
         Some(MAX_NATS),
         Some(MAX_NATS),
         Some(MIN_BETA),
         ToeShape::Exp
     )
     .is_ok());
-    assert!(HlgCurve::new(top(MAX_NATS * 1.001), None, None, None, ToeShape::Log).is_err());
-    assert!(HlgCurve::new(top(1.0), Some(1001.0), None, None, ToeShape::Log).is_err());
-    assert!(HlgCurve::new(top(1.0), None, Some(1e6), None, ToeShape::Log).is_err());
-    assert!(HlgCurve::new(top(1.0), None, None, Some(MAX_NATS + 1.0), ToeShape::Log).is_err());
+    assert!(HlgCurve::new(
+        Pivot::Top,
+        MAX_NATS * 1.001,
+        None,
+        None,
+        None,
+        ToeShape::Log
+    )
+    .is_err());
+    assert!(HlgCurve::new(Pivot::Top, 1.0, Some(1001.0), None, None, ToeShape::Log).is_err());
+    assert!(HlgCurve::new(Pivot::Top, 1.0, None, Some(1e6), None, ToeShape::Log).is_err());
+    assert!(HlgCurve::new(
+        Pivot::Top,
+        1.0,
+        None,
+        None,
+        Some(MAX_NATS + 1.0),
+        ToeShape::Log
+    )
+    .is_err());
 }

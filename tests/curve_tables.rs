@@ -5,14 +5,15 @@ use mistralrs_hlg::{HlgCurve, Pivot, ToeShape};
 
 const NEG: f32 = f32::NEG_INFINITY;
 
+/// `pivot` is the mode and its offset (the offset counts for `top` only).
 fn curve(
-    pivot: Pivot,
+    (pivot, offset): (Pivot, f32),
     w: Option<f32>,
     bh: Option<f32>,
     bt: Option<f32>,
     shape: ToeShape,
 ) -> HlgCurve {
-    HlgCurve::new(pivot, w, bh, bt, shape).unwrap()
+    HlgCurve::new(pivot, offset, w, bh, bt, shape).unwrap()
 }
 
 fn check(c: &HlgCurve, x: &[f32], want: &[f64]) {
@@ -38,7 +39,7 @@ const TOP_X: [f32; 6] = [0.0, -1.0, -5.0, -10.0, -16.0, NEG];
 #[test]
 fn top_log() {
     let c = curve(
-        Pivot::Top { offset: 6.0 },
+        (Pivot::Top, 6.0),
         Some(4.0),
         Some(4.0),
         Some(6.0),
@@ -61,7 +62,7 @@ fn top_log() {
 #[test]
 fn top_quadratic() {
     let c = curve(
-        Pivot::Top { offset: 6.0 },
+        (Pivot::Top, 6.0),
         Some(4.0),
         Some(4.0),
         Some(6.0),
@@ -84,7 +85,7 @@ fn top_quadratic() {
 #[test]
 fn top_exp() {
     let c = curve(
-        Pivot::Top { offset: 6.0 },
+        (Pivot::Top, 6.0),
         Some(4.0),
         Some(4.0),
         Some(6.0),
@@ -106,7 +107,7 @@ fn top_exp() {
 
 #[test]
 fn top_off_combinations() {
-    let p = Pivot::Top { offset: 6.0 };
+    let p = (Pivot::Top, 6.0);
     // Shoulder off: the top side continues linearly (untouched); the toe still acts.
     let c = curve(p, Some(4.0), None, Some(6.0), ToeShape::Quadratic);
     check(
@@ -159,8 +160,14 @@ fn identity_configs_are_bit_exact() {
     ];
     for c in [
         HlgCurve::identity(),
-        curve(Pivot::Entropy, Some(0.0), None, None, ToeShape::Exp),
-        curve(Pivot::Median, None, Some(0.1), Some(0.1), ToeShape::Log),
+        curve((Pivot::Entropy, 0.0), Some(0.0), None, None, ToeShape::Exp),
+        curve(
+            (Pivot::Median, 0.0),
+            None,
+            Some(0.1),
+            Some(0.1),
+            ToeShape::Log,
+        ),
     ] {
         assert!(c.is_identity());
         let mut y = x;
@@ -175,7 +182,7 @@ fn identity_configs_are_bit_exact() {
 fn entropy_every_shape() {
     let x = [3f32.ln(), 0.0, -3.0];
     let c = curve(
-        Pivot::Entropy,
+        (Pivot::Entropy, 0.0),
         Some(0.5),
         Some(1.0),
         Some(1.0),
@@ -219,7 +226,7 @@ fn entropy_every_shape() {
 fn median_log_and_quadratic() {
     let x = [0.0f32, -0.1, -0.2, -0.3, -5.0, NEG];
     let c = curve(
-        Pivot::Median,
+        (Pivot::Median, 0.0),
         Some(0.05),
         Some(0.5),
         Some(2.0),
@@ -256,7 +263,7 @@ fn median_log_and_quadratic() {
 #[test]
 fn median_cases() {
     let c = curve(
-        Pivot::Median,
+        (Pivot::Median, 0.0),
         Some(1.0),
         Some(1.0),
         Some(1.0),
@@ -310,7 +317,7 @@ fn non_finite_entries() {
 #[test]
 fn exp_toe_far_tail_is_negative_not_nan() {
     let c = curve(
-        Pivot::Top { offset: 0.0 },
+        (Pivot::Top, 0.0),
         Some(0.0),
         Some(1.0),
         Some(0.01),

@@ -63,6 +63,21 @@ async fn disabled_path_is_the_engines_output() {
     insta::assert_json_snapshot!("engine_output", without);
 }
 
+/// The server the binaries build (`HlgServerOptions::router`, `--hlg-batching auto`)
+/// probes the engine at start-up; the probe must not draw from the engine's sampling RNG,
+/// or every sampled request of a fresh server would differ from upstream's.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_start_up_probe_leaves_sampling_as_upstreams() {
+    let t = json!({"temperature": 1.0});
+    let plain = run_prompts(&upstream(engine().await).await, MAX_TOKENS, &t).await;
+    let probed = mistralrs_hlg::server::HlgServerOptions::default()
+        .router(engine().await)
+        .await
+        .expect("router");
+    let got = run_prompts(&probed, MAX_TOKENS, &t).await;
+    assert_eq!(got, plain, "a fresh probed server samples differently");
+}
+
 /// Width off, and shoulder + toe off, reduce HLG to plain temperature (top-k / top-p off,
 /// which is what a request without them gets).
 #[tokio::test(flavor = "multi_thread")]

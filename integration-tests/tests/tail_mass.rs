@@ -78,9 +78,7 @@ async fn toe_shapes_move_the_tail_the_stated_way() {
         // is a tail token, and the direction holds at every position.
         let toe_only: Vec<HlgCurve> = ToeShape::ALL
             .iter()
-            .map(|s| {
-                HlgCurve::new(Pivot::Top { offset: 6.0 }, Some(4.0), None, Some(6.0), *s).unwrap()
-            })
+            .map(|s| HlgCurve::new(Pivot::Top, 6.0, Some(4.0), None, Some(6.0), *s).unwrap())
             .collect();
         // The shipped knobs with each toe shape (reported, not asserted: their knee is
         // 7 nats below the top and the shoulder lowers the top).

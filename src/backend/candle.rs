@@ -25,7 +25,8 @@
 
 use candle_core::{DType, Tensor, D};
 
-use crate::curve::{HlgCurve, Pivot, ToeShape};
+use crate::curve::HlgCurve;
+use crate::params::{Pivot, ToeShape};
 
 /// Applies `curve` to `logits` (`[V]` or `[B, V]`, a pivot per row) and returns a new
 /// tensor of the same shape, dtype and device.
@@ -81,19 +82,22 @@ fn apply_f32(curve: &HlgCurve, x: &Tensor) -> candle_core::Result<Tensor> {
 
 /// The pivot per row, `[B, 1]`.
 fn pivot(curve: &HlgCurve, x: &Tensor, finite: &Tensor, m: &Tensor) -> candle_core::Result<Tensor> {
-    if let Pivot::Top { offset } = curve.pivot() {
-        return m.affine(1.0, -(offset as f64));
-    }
-    let zeros = x.zeros_like()?;
-    let t = finite.where_cond(&x.broadcast_sub(m)?, &zeros)?;
-    let e = finite.where_cond(&t.exp()?, &zeros)?;
+    // `t = x − m` and `e = exp(t)` over the finite entries (0 elsewhere).
+    let weights = || -> candle_core::Result<(Tensor, Tensor)> {
+        let zeros = x.zeros_like()?;
+        let t = finite.where_cond(&x.broadcast_sub(m)?, &zeros)?;
+        let e = finite.where_cond(&t.exp()?, &zeros)?;
+        Ok((t, e))
+    };
     match curve.pivot() {
+        Pivot::Top => m.affine(1.0, -(curve.pivot_offset() as f64)),
         Pivot::Entropy => {
+            let (t, e) = weights()?;
             let num = (&e * &t)?.sum_keepdim(D::Minus1)?;
             let den = e.sum_keepdim(D::Minus1)?;
             m + (num / den)?
         }
-        _ => median(x, finite, m, &e),
+        Pivot::Median => median(x, finite, m, &weights()?.1),
     }
 }
 

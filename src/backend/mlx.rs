@@ -25,7 +25,8 @@
 
 use mlx_rs::{error::Exception, ops, Array, Dtype};
 
-use crate::curve::{HlgCurve, Pivot, ToeShape};
+use crate::curve::HlgCurve;
+use crate::params::{Pivot, ToeShape};
 
 type Result<T> = std::result::Result<T, Exception>;
 
@@ -102,16 +103,27 @@ fn apply_f32(curve: &HlgCurve, x: &Array) -> Result<Array> {
 
 /// The pivot per row, `[B, 1]`.
 fn pivot(curve: &HlgCurve, x: &Array, finite: &Array, m: &Array) -> Result<Array> {
-    if let Pivot::Top { offset } = curve.pivot() {
-        return ops::subtract(m, s(offset));
+    match curve.pivot() {
+        Pivot::Top => ops::subtract(m, s(curve.pivot_offset())),
+        Pivot::Entropy => {
+            let (t, e) = weights(x, finite, m)?;
+            let num = ops::sum_axis(ops::multiply(&e, &t)?, -1, true)?;
+            let total = ops::sum_axis(&e, -1, true)?;
+            ops::add(m, ops::divide(&num, &total)?)
+        }
+        Pivot::Median => median(x, finite, m),
     }
+}
+
+/// `t = x − m` and `e = exp(t)` over the finite entries (0 elsewhere).
+fn weights(x: &Array, finite: &Array, m: &Array) -> Result<(Array, Array)> {
     let t = ops::select(finite, ops::subtract(x, m)?, s(0.0))?;
     let e = ops::select(finite, ops::exp(&t)?, s(0.0))?;
-    let total = ops::sum_axis(&e, -1, true)?;
-    if curve.pivot() == Pivot::Entropy {
-        let num = ops::sum_axis(ops::multiply(&e, &t)?, -1, true)?;
-        return ops::add(m, ops::divide(&num, &total)?);
-    }
+    Ok((t, e))
+}
+
+fn median(x: &Array, finite: &Array, m: &Array) -> Result<Array> {
+    let total = ops::sum_axis(weights(x, finite, m)?.1, -1, true)?;
     // Median: the largest v with mass(x ≥ v) ≥ ½ Σ e. Sorted ascending (non-finite
     // entries as −inf, weightless, first), the mass from index i to the end is
     // mass(x ≥ sorted[i]) and does not increase with i: the answer is sorted[n − 1],

@@ -118,6 +118,27 @@ impl Capture {
     }
 }
 
+impl Capture {
+    /// Appends one prompt's recorded `(step, logits)` rows; every row must have the
+    /// vocabulary's length.
+    fn push_rows(&mut self, prompt: usize, rows: Vec<(usize, Vec<f32>)>) -> anyhow::Result<()> {
+        for (step, x) in rows {
+            if self.vocab == 0 {
+                self.vocab = x.len();
+            }
+            ensure!(
+                x.len() == self.vocab,
+                "row of {} entries, expected {}",
+                x.len(),
+                self.vocab
+            );
+            self.rows.push(Row { prompt, step });
+            self.logits.extend(x);
+        }
+        Ok(())
+    }
+}
+
 /// Generates from each prompt, one request after another, and records the logits at
 /// every `every`-th step. `progress` is called after each prompt.
 pub async fn capture(
@@ -169,19 +190,7 @@ pub async fn capture(
                 .unwrap_or_default(),
         );
         let rows = std::mem::take(&mut seen.lock().unwrap().1);
-        for (step, x) in rows {
-            if out.vocab == 0 {
-                out.vocab = x.len();
-            }
-            ensure!(
-                x.len() == out.vocab,
-                "row of {} entries, expected {}",
-                x.len(),
-                out.vocab
-            );
-            out.rows.push(Row { prompt: pi, step });
-            out.logits.extend(x);
-        }
+        out.push_rows(pi, rows)?;
         progress(pi + 1);
     }
     Ok(out)

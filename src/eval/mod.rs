@@ -12,5 +12,6 @@ pub mod metrics;
 pub mod perf;
 pub mod plot;
 pub mod prompts;
+pub mod report;
 pub mod sampler;
 pub mod text;

@@ -70,60 +70,13 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
-/// `rounds` rounds over `prompts`; in each round every arm runs every prompt, in an order
-/// rotated by the round. Sampling at temperature `t`, `max_tokens` tokens.
-pub async fn run(
-    model: &mistralrs::Model,
-    prompts: &[&str],
-    curve: HlgCurve,
-    t: f64,
-    rounds: usize,
-    max_tokens: usize,
-    mut progress: impl FnMut(),
-) -> anyhow::Result<(Vec<Vec<Sample>>, Vec<Summary>)> {
-    let mut all = vec![];
-    for r in 0..rounds {
-        let mut round = vec![];
-        for k in 0..Arm::ALL.len() {
-            let arm = Arm::ALL[(k + r) % Arm::ALL.len()];
-            for p in prompts {
-                let base = RequestBuilder::new()
-                    .add_message(TextMessageRole::User, *p)
-                    .set_sampler_max_len(max_tokens);
-                let req = match arm {
-                    Arm::Off => base
-                        .set_sampler_temperature(t)
-                        .set_sampler_topk(0)
-                        .set_sampler_topp(1.0)
-                        .set_sampler_minp(0.0),
-                    Arm::Hlg => base.with_hlg(curve, t),
-                    Arm::TopP => base
-                        .set_sampler_temperature(t)
-                        .set_sampler_topk(0)
-                        .set_sampler_topp(0.9)
-                        .set_sampler_minp(0.0),
-                };
-                let start = Instant::now();
-                let resp = model.send_chat_request(req).await?;
-                let wall_s = start.elapsed().as_secs_f64();
-                let u = &resp.usage;
-                round.push(Sample {
-                    arm,
-                    tokens: u.completion_tokens,
-                    wall_s,
-                    prompt_s: u.total_prompt_time_sec as f64,
-                    decode_tok_s: u.avg_compl_tok_per_sec as f64,
-                });
-                progress();
-            }
-        }
-        all.push(round);
-    }
+/// Per arm, the medians over rounds (each round's value the mean over its prompts).
+pub fn summarise(all: &[Vec<Sample>]) -> Vec<Summary> {
     let per_round = |round: &[Sample], arm: Arm, f: fn(&Sample) -> f64| {
         let v: Vec<f64> = round.iter().filter(|s| s.arm == arm).map(f).collect();
         v.iter().sum::<f64>() / v.len().max(1) as f64
     };
-    let summary = Arm::ALL
+    Arm::ALL
         .iter()
         .map(|&arm| Summary {
             arm,
@@ -151,7 +104,64 @@ pub async fn run(
                     .collect(),
             ),
         })
-        .collect();
+        .collect()
+}
+
+/// The request one arm sends.
+fn request(arm: Arm, prompt: &str, curve: HlgCurve, t: f64, max_tokens: usize) -> RequestBuilder {
+    let base = RequestBuilder::new()
+        .add_message(TextMessageRole::User, prompt)
+        .set_sampler_max_len(max_tokens);
+    match arm {
+        Arm::Off => base
+            .set_sampler_temperature(t)
+            .set_sampler_topk(0)
+            .set_sampler_topp(1.0)
+            .set_sampler_minp(0.0),
+        Arm::Hlg => base.with_hlg(curve, t),
+        Arm::TopP => base
+            .set_sampler_temperature(t)
+            .set_sampler_topk(0)
+            .set_sampler_topp(0.9)
+            .set_sampler_minp(0.0),
+    }
+}
+
+/// `rounds` rounds over `prompts`; in each round every arm runs every prompt, in an order
+/// rotated by the round. Sampling at temperature `t`, `max_tokens` tokens.
+pub async fn run(
+    model: &mistralrs::Model,
+    prompts: &[&str],
+    curve: HlgCurve,
+    t: f64,
+    rounds: usize,
+    max_tokens: usize,
+    mut progress: impl FnMut(),
+) -> anyhow::Result<(Vec<Vec<Sample>>, Vec<Summary>)> {
+    let mut all = vec![];
+    for r in 0..rounds {
+        let mut round = vec![];
+        for k in 0..Arm::ALL.len() {
+            let arm = Arm::ALL[(k + r) % Arm::ALL.len()];
+            for p in prompts {
+                let req = request(arm, p, curve, t, max_tokens);
+                let start = Instant::now();
+                let resp = model.send_chat_request(req).await?;
+                let wall_s = start.elapsed().as_secs_f64();
+                let u = &resp.usage;
+                round.push(Sample {
+                    arm,
+                    tokens: u.completion_tokens,
+                    wall_s,
+                    prompt_s: u.total_prompt_time_sec as f64,
+                    decode_tok_s: u.avg_compl_tok_per_sec as f64,
+                });
+                progress();
+            }
+        }
+        all.push(round);
+    }
+    let summary = summarise(&all);
     Ok((all, summary))
 }
 

@@ -54,117 +54,340 @@ pub fn grid(title: &str, panels: &[Panel<'_>], cols: usize) -> String {
     );
     for (k, p) in panels.iter().enumerate() {
         let (ox, oy) = (pw * (k % cols) as f64, 30.0 + ph * (k / cols) as f64);
-        let (l, r, t, b) = (ox + 50.0, ox + pw - 12.0, oy + 22.0, oy + ph - 40.0);
-        // On a log axis every value is placed by its log10.
-        let tf = |v: f64| {
-            if p.log_y {
-                if v > 0.0 {
-                    v.log10()
-                } else {
-                    f64::NAN
-                }
-            } else {
-                v
-            }
+        let frame = Frame {
+            l: ox + 50.0,
+            r: ox + pw - 12.0,
+            t: oy + 22.0,
+            b: oy + ph - 40.0,
         };
-        let label = |v: f64| {
-            if p.log_y {
-                format!("1e{}", (v * 10.0).round() / 10.0)
-            } else {
-                fmt_num(v)
-            }
+        let axis = Axis::of(p);
+        panel_frame(&mut s, p, &frame, &axis, oy);
+        panel_lines(&mut s, p, &frame, &axis);
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+/// A panel's plotting area, in pixels.
+#[derive(Clone, Copy)]
+struct Frame {
+    l: f64,
+    r: f64,
+    t: f64,
+    b: f64,
+}
+
+/// A panel's y axis: its range, in log10 on a log axis.
+struct Axis {
+    log: bool,
+    lo: f64,
+    hi: f64,
+}
+
+impl Axis {
+    fn of(p: &Panel<'_>) -> Axis {
+        let mut axis = Axis {
+            log: p.log_y,
+            lo: 0.0,
+            hi: 1.0,
         };
         let ys = p
             .series
             .iter()
             .flat_map(|s| s.ys.iter().flatten().copied())
             .chain(p.reference.map(|r| r.0))
-            .map(tf)
+            .map(|v| axis.place(v))
             .filter(|v| v.is_finite());
-        let (mut lo, mut hi) = ys.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
+        let (lo, hi) = ys.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
             (a.min(v), b.max(v))
         });
-        if !lo.is_finite() {
-            (lo, hi) = (0.0, 1.0);
+        if lo.is_finite() {
+            (axis.lo, axis.hi) = (lo, hi);
         }
-        if hi - lo < 1e-12 {
-            hi = lo + 1.0;
+        if axis.hi - axis.lo < 1e-12 {
+            axis.hi = axis.lo + 1.0;
         }
-        let n = p.xs.len().max(2) as f64;
-        let px = |i: usize| l + (r - l) * i as f64 / (n - 1.0);
-        let py = |v: f64| b - (b - t) * (v - lo) / (hi - lo);
+        axis
+    }
+
+    /// Where a value sits on the axis: its log10 on a log axis (NaN for `v ≤ 0`).
+    fn place(&self, v: f64) -> f64 {
+        match (self.log, v > 0.0) {
+            (false, _) => v,
+            (true, true) => v.log10(),
+            (true, false) => f64::NAN,
+        }
+    }
+
+    fn label(&self, placed: f64) -> String {
+        if self.log {
+            format!("1e{}", (placed * 10.0).round() / 10.0)
+        } else {
+            fmt_num(placed)
+        }
+    }
+
+    fn y(&self, f: &Frame, placed: f64) -> f64 {
+        f.b - (f.b - f.t) * (placed - self.lo) / (self.hi - self.lo)
+    }
+}
+
+fn x_at(p: &Panel<'_>, f: &Frame, i: usize) -> f64 {
+    let n = p.xs.len().max(2) as f64;
+    f.l + (f.r - f.l) * i as f64 / (n - 1.0)
+}
+
+/// Title, box, y range, x labels and the reference line.
+fn panel_frame(s: &mut String, p: &Panel<'_>, f: &Frame, axis: &Axis, oy: f64) {
+    let Frame { l, r, t, b } = *f;
+    let _ = write!(
+        s,
+        r#"<text x="{:.1}" y="{:.1}" font-size="12">{}</text>"#,
+        l,
+        oy + 14.0,
+        escape(&p.title)
+    );
+    let _ = write!(
+        s,
+        r##"<rect x="{l:.1}" y="{t:.1}" width="{:.1}" height="{:.1}" fill="none" stroke="#bbb"/>"##,
+        r - l,
+        b - t
+    );
+    let _ = write!(
+        s,
+        r##"<text x="{:.1}" y="{:.1}" text-anchor="end">{}</text><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
+        l - 4.0,
+        t + 8.0,
+        axis.label(axis.hi),
+        l - 4.0,
+        b,
+        axis.label(axis.lo)
+    );
+    // Labels at least ~28 px apart: every `step`-th one when there are many.
+    let step = ((p.xs.len() as f64 * 28.0) / (r - l)).ceil().max(1.0) as usize;
+    for (i, x) in p.xs.iter().enumerate().step_by(step) {
         let _ = write!(
             s,
-            r#"<text x="{:.1}" y="{:.1}" font-size="12">{}</text>"#,
-            l,
-            oy + 14.0,
-            escape(&p.title)
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+            x_at(p, f, i),
+            b + 14.0,
+            escape(x)
+        );
+    }
+    if let Some((v, name)) = p.reference.filter(|r| axis.place(r.0).is_finite()) {
+        let y = axis.y(f, axis.place(v));
+        let _ = write!(
+            s,
+            r##"<line x1="{l:.1}" x2="{r:.1}" y1="{y:.1}" y2="{y:.1}" stroke="#888" stroke-dasharray="5,4"/><text x="{:.1}" y="{:.1}" fill="#888" text-anchor="end">{}</text>"##,
+            r - 2.0,
+            y - 3.0,
+            escape(name),
+        );
+    }
+}
+
+/// Each series as a line (gaps and values off a log axis left out) and its legend entry.
+fn panel_lines(s: &mut String, p: &Panel<'_>, f: &Frame, axis: &Axis) {
+    for (j, se) in p.series.iter().enumerate() {
+        let pts: Vec<String> = se
+            .ys
+            .iter()
+            .enumerate()
+            .filter_map(|(i, y)| {
+                y.map(|v| axis.place(v))
+                    .filter(|v| v.is_finite())
+                    .map(|v| format!("{:.1},{:.1}", x_at(p, f, i), axis.y(f, v)))
+            })
+            .collect();
+        let _ = write!(
+            s,
+            r#"<polyline fill="none" stroke="{}" stroke-width="2" points="{}"/>"#,
+            se.color,
+            pts.join(" ")
         );
         let _ = write!(
             s,
-            r##"<rect x="{l:.1}" y="{t:.1}" width="{:.1}" height="{:.1}" fill="none" stroke="#bbb"/>"##,
-            r - l,
-            b - t
+            r#"<text x="{:.1}" y="{:.1}" fill="{}">{}</text>"#,
+            f.l + 70.0 * j as f64,
+            f.b + 30.0,
+            se.color,
+            escape(se.name)
         );
-        let _ = write!(
-            s,
-            r##"<text x="{:.1}" y="{:.1}" text-anchor="end">{}</text><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
-            l - 4.0,
-            t + 8.0,
-            label(hi),
-            l - 4.0,
-            b,
-            label(lo)
-        );
-        for (i, x) in p.xs.iter().enumerate() {
-            let _ = write!(
-                s,
-                r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-                px(i),
-                b + 14.0,
-                escape(x)
-            );
-        }
-        if let Some((v, name)) = p.reference.filter(|r| tf(r.0).is_finite()) {
-            let v = tf(v);
-            let _ = write!(
-                s,
-                r##"<line x1="{l:.1}" x2="{r:.1}" y1="{y:.1}" y2="{y:.1}" stroke="#888" stroke-dasharray="5,4"/><text x="{:.1}" y="{:.1}" fill="#888" text-anchor="end">{}</text>"##,
-                r - 2.0,
-                py(v) - 3.0,
-                escape(name),
-                y = py(v)
-            );
-        }
-        for (j, se) in p.series.iter().enumerate() {
-            let pts: Vec<String> = se
-                .ys
+    }
+}
+
+/// The diversity–quality frontier: distinct-2 and 1 − self-BLEU against the tail-garbage
+/// rate and the mean base log-probability, one point per method and level, each method's
+/// levels joined by a line (one level: points only).
+pub fn frontier(doc: &super::diversity::Doc) -> String {
+    let (w, h, pad) = (760.0, 360.0, 50.0);
+    let levels: Vec<String> = doc.levels.iter().map(|l| l.level.to_string()).collect();
+    let mut s = format!(
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11"><rect width="100%" height="100%" fill="white"/><text x="10" y="16" font-size="13">diversity vs quality at matched entropy (levels T = {}; small labels: the level)</text>"#,
+        levels.join(", ")
+    );
+    let names = method_names(doc);
+    let panels: [FrontierPanel; 2] = [
+        ("tail-garbage rate (lower: better)", "distinct-2", |r| {
+            (r.tail_garbage_rate, r.distinct[1])
+        }),
+        (
+            "mean base log-prob (higher: better)",
+            "1 − self-BLEU",
+            |r| (r.mean_base_logprob, 1.0 - r.self_bleu),
+        ),
+    ];
+    for (k, (xl, yl, f)) in panels.iter().enumerate() {
+        let ox = k as f64 * w / 2.0;
+        let frame = Frame {
+            l: ox + pad,
+            r: ox + w / 2.0 - 20.0,
+            t: 40.0,
+            b: h - pad,
+        };
+        let all: Vec<(f64, f64)> = doc
+            .levels
+            .iter()
+            .flat_map(|lv| lv.methods.iter().map(f))
+            .collect();
+        let scale = Scatter {
+            x: padded_span(all.iter().map(|p| p.0)),
+            y: padded_span(all.iter().map(|p| p.1)),
+            frame,
+        };
+        scatter_axes(&mut s, &scale, xl, yl);
+        for (i, name) in names.iter().enumerate() {
+            let pts: Vec<(f64, f64, f64)> = doc
+                .levels
                 .iter()
-                .enumerate()
-                .filter_map(|(i, y)| {
-                    y.map(tf)
-                        .filter(|v| v.is_finite())
-                        .map(|v| format!("{:.1},{:.1}", px(i), py(v)))
+                .filter_map(|lv| {
+                    lv.methods
+                        .iter()
+                        .find(|m| m.name == *name)
+                        .map(|m| (lv.level, f(m).0, f(m).1))
                 })
                 .collect();
-            let _ = write!(
-                s,
-                r#"<polyline fill="none" stroke="{}" stroke-width="2" points="{}"/>"#,
-                se.color,
-                pts.join(" ")
+            let c = FRONTIER_COLORS[i % FRONTIER_COLORS.len()];
+            scatter_method(&mut s, &scale, name, c, &pts);
+        }
+    }
+    s + "</svg>\n"
+}
+
+/// Method names in the order of first appearance.
+fn method_names(doc: &super::diversity::Doc) -> Vec<&str> {
+    let mut names: Vec<&str> = vec![];
+    for l in &doc.levels {
+        for m in &l.methods {
+            if !names.contains(&m.name.as_str()) {
+                names.push(&m.name);
+            }
+        }
+    }
+    names
+}
+
+/// (x label, y label, the point of a method).
+type FrontierPanel<'a> = (
+    &'a str,
+    &'a str,
+    fn(&super::diversity::MethodResult) -> (f64, f64),
+);
+
+const FRONTIER_COLORS: [&str; 6] = [
+    "#555", "#9467bd", "#8c564b", "#1f77b4", "#d62728", "#2ca02c",
+];
+
+/// A scatter panel's data ranges and its frame.
+struct Scatter {
+    x: (f64, f64),
+    y: (f64, f64),
+    frame: Frame,
+}
+
+impl Scatter {
+    fn px(&self, x: f64) -> f64 {
+        let f = &self.frame;
+        f.l + (f.r - f.l) * (x - self.x.0) / (self.x.1 - self.x.0)
+    }
+    fn py(&self, y: f64) -> f64 {
+        let f = &self.frame;
+        f.b - (f.b - f.t) * (y - self.y.0) / (self.y.1 - self.y.0)
+    }
+}
+
+/// The range of the values with 15 % of its width added on each side.
+fn padded_span(v: impl Iterator<Item = f64>) -> (f64, f64) {
+    let (lo, hi) = v.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| {
+        (a.min(x), b.max(x))
+    });
+    let m = ((hi - lo) * 0.15).max(1e-9);
+    (lo - m, hi + m)
+}
+
+/// A scatter panel's box, axis titles and the ends of both ranges.
+fn scatter_axes(s: &mut String, sc: &Scatter, xl: &str, yl: &str) {
+    let Frame { l, r, t, b } = sc.frame;
+    let ((x0, x1), (y0, y1)) = (sc.x, sc.y);
+    *s += &format!(
+        r##"<rect x="{l}" y="{t}" width="{:.1}" height="{:.1}" fill="none" stroke="#bbb"/><text x="{:.1}" y="{:.1}" text-anchor="middle">{xl}</text><text x="{:.1}" y="{:.1}" text-anchor="end">{yl}</text>"##,
+        r - l,
+        b - t,
+        (l + r) / 2.0,
+        b + 30.0,
+        l + 60.0,
+        t - 4.0
+    );
+    *s += &format!(
+        r#"<text x="{l}" y="{:.1}">{x0:.3}</text><text x="{r}" y="{:.1}" text-anchor="end">{x1:.3}</text><text x="{:.1}" y="{b}" text-anchor="end">{y0:.3}</text><text x="{:.1}" y="{:.1}" text-anchor="end">{y1:.3}</text>"#,
+        b + 14.0,
+        b + 14.0,
+        l - 3.0,
+        l - 3.0,
+        t + 9.0
+    );
+}
+
+/// One method's points `(level, x, y)`: joined when there are several, each labelled
+/// with its level, the last with the method's name.
+fn scatter_method(s: &mut String, sc: &Scatter, name: &str, c: &str, pts: &[(f64, f64, f64)]) {
+    if pts.len() > 1 {
+        let line: Vec<String> = pts
+            .iter()
+            .map(|(_, x, y)| format!("{:.1},{:.1}", sc.px(*x), sc.py(*y)))
+            .collect();
+        *s += &format!(
+            r#"<polyline points="{}" fill="none" stroke="{c}" stroke-width="1.5"/>"#,
+            line.join(" ")
+        );
+    }
+    for (j, (lv, x, y)) in pts.iter().enumerate() {
+        let (px, py) = (sc.px(*x), sc.py(*y));
+        *s += &format!(r#"<circle cx="{px:.1}" cy="{py:.1}" r="4" fill="{c}"/>"#);
+        if pts.len() > 1 {
+            *s += &format!(
+                r#"<text x="{:.1}" y="{:.1}" fill="{c}" font-size="9">{lv}</text>"#,
+                px + 5.0,
+                py - 5.0
             );
-            let _ = write!(
-                s,
-                r#"<text x="{:.1}" y="{:.1}" fill="{}">{}</text>"#,
-                l + 70.0 * j as f64,
-                b + 30.0,
-                se.color,
-                escape(se.name)
+        }
+        if j + 1 == pts.len() {
+            *s += &format!(
+                r#"<text x="{:.1}" y="{:.1}" fill="{c}">{name}</text>"#,
+                px + 7.0,
+                py + 10.0
             );
         }
     }
-    s.push_str("</svg>\n");
-    s
+}
+
+/// The colour of a toe shape in every figure.
+pub fn shape_color(shape: crate::ToeShape) -> &'static str {
+    match shape {
+        crate::ToeShape::Log => "#1f77b4",
+        crate::ToeShape::Quadratic => "#d62728",
+        crate::ToeShape::Exp => "#2ca02c",
+    }
 }
 
 fn escape(t: &str) -> String {
@@ -200,6 +423,31 @@ mod tests {
         // Two points (the gap is left out): x at the panel's left and middle, y at its
         // bottom and top.
         assert!(svg.contains(r#"points="50.0,230.0 189.0,52.0""#), "{svg}");
+    }
+
+    #[test]
+    fn many_x_labels_are_thinned_not_overlapped() {
+        let xs: Vec<String> = (0..100).map(|i| format!("x{i}")).collect();
+        let p = Panel {
+            title: "many".into(),
+            xs,
+            series: vec![Series {
+                name: "s",
+                color: "red",
+                ys: (0..100).map(|i| Some(i as f64)).collect(),
+            }],
+            reference: None,
+            log_y: false,
+        };
+        let svg = grid("t", &[p], 1);
+        // The panel is 278 px wide: at most one label per 28 px, the first always.
+        let shown = (0..100)
+            .filter(|i| svg.contains(&format!(">x{i}<")))
+            .count();
+        assert!((5..=10).contains(&shown), "{shown} labels");
+        assert!(svg.contains(">x0<"));
+        // Every point is still drawn.
+        assert_eq!(svg.matches(',').count(), 100);
     }
 
     #[test]

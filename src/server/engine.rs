@@ -49,21 +49,22 @@ impl Batching {
     /// Every value, as the flag spells them.
     pub const NAMES: [&'static str; 3] = ["auto", "serial", "on"];
 
-    /// The value a flag names.
+    /// The accepted names, in words.
+    pub const EXPECTED: &'static str = r#""auto", "serial" or "on""#;
+
+    /// The value a flag names, `None` for another name.
     ///
     /// ```
     /// use mistralrs_hlg::server::Batching;
-    /// assert_eq!(Batching::parse("serial"), Ok(Batching::Serial));
-    /// assert!(Batching::parse("sometimes").unwrap_err().contains("\"auto\", \"serial\" or \"on\""));
+    /// assert_eq!(Batching::parse("serial"), Some(Batching::Serial));
+    /// assert_eq!(Batching::parse("sometimes"), None);
     /// ```
-    pub fn parse(name: &str) -> Result<Self, String> {
+    pub fn parse(name: &str) -> Option<Self> {
         match name {
-            "auto" => Ok(Batching::Auto),
-            "serial" => Ok(Batching::Serial),
-            "on" => Ok(Batching::On),
-            other => Err(format!(
-                "--hlg-batching must be \"auto\", \"serial\" or \"on\", got {other:?}"
-            )),
+            "auto" => Some(Batching::Auto),
+            "serial" => Some(Batching::Serial),
+            "on" => Some(Batching::On),
+            _ => None,
         }
     }
 }
@@ -138,9 +139,14 @@ async fn probe_run(
         seen: Mutex::new(vec![]),
     });
     let (tx, mut rx) = tokio::sync::mpsc::channel(16);
+    // Greedy as the engine reads it: mistral.rs 0.8.1 turns a missing temperature into
+    // 1.0 (`add_request`), and sampling at 1.0, even with top-k 1, draws from the
+    // engine's one shared RNG, which would shift every later sampled request of a fresh
+    // server away from upstream's. A temperature of 0 takes the argmax, no draw.
     let params = SamplingParams {
         max_len: Some(2),
         n_choices: n,
+        temperature: Some(0.0),
         ..SamplingParams::deterministic()
     };
     let message = RequestMessage::Completion {

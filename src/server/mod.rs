@@ -31,6 +31,7 @@ use serde_json::Value;
 
 use crate::config::{HlgConfig, RawValue};
 use crate::curve::HlgCurve;
+use crate::params::Field;
 use crate::processor::{arm_request_with, Backend};
 use crate::HlgError;
 
@@ -43,21 +44,10 @@ mod responses;
 pub mod security;
 
 pub use engine::{Batching, Gate};
-pub use options::{HlgFlags, HlgServerOptions, ModelHints};
+pub use options::{HlgFlags, HlgServerOptions, ModelHints, OptionError};
 
-/// The engine flags and config-file keys, with the `hlg` field each one sets.
-pub const FLAGS: [(&str, &str); 7] = [
-    ("hlg-sampling", "enabled"),
-    ("hlg-pivot", "pivot"),
-    ("hlg-pivot-offset", "pivot_offset"),
-    ("hlg-width", "width"),
-    ("hlg-shoulder", "shoulder"),
-    ("hlg-toe", "toe"),
-    ("hlg-toe-shape", "toe_shape"),
-];
-
-/// The server's HLG defaults from `(flag, value)` pairs (flag names without `--`), with
-/// the flag named in the error.
+/// The server's HLG defaults from `(flag, value)` pairs (flag names without `--`, or
+/// config-file keys), with the flag named in the error.
 ///
 /// ```
 /// use mistralrs_hlg::server::defaults_from_flags;
@@ -65,22 +55,17 @@ pub const FLAGS: [(&str, &str); 7] = [
 /// let cfg = defaults_from_flags([("hlg-sampling", RawValue::from_flag("on")), ("hlg-toe", RawValue::Number(3.0))])?;
 /// assert_eq!(cfg.enabled(), Some(true));
 /// assert!(defaults_from_flags([("hlg-toe", RawValue::Number(-3.0))]).is_err());
-/// # Ok::<(), String>(())
+/// # Ok::<(), mistralrs_hlg::server::OptionError>(())
 /// ```
 pub fn defaults_from_flags<'a>(
     pairs: impl IntoIterator<Item = (&'a str, RawValue)>,
-) -> Result<HlgConfig, String> {
-    let mut cfg = HlgConfig::default();
+) -> Result<HlgConfig, OptionError> {
+    let mut flags = HlgFlags::default();
     for (flag, value) in pairs {
-        let field = FLAGS
-            .iter()
-            .find(|(f, _)| *f == flag)
-            .map(|(_, field)| *field)
-            .ok_or_else(|| format!("unknown option `{flag}`"))?;
-        cfg.set(field, value)
-            .map_err(|e| format!("--{flag}: {e}"))?;
+        let field = Field::from_flag(flag).ok_or_else(|| OptionError::Unknown(flag.to_string()))?;
+        flags = flags.with(field, value);
     }
-    Ok(cfg)
+    flags.defaults()
 }
 
 /// The curve a request runs with, if any: an `hlg` object opts in (a missing `enabled`
@@ -374,19 +359,25 @@ async fn respond(
     };
     // Upstream goes on without the history of an id it does not hold; a client that names
     // one expects its context, so both paths refuse it.
+    // The history found here is the one the HLG path sends (one lookup, so an eviction
+    // in between cannot drop it silently).
+    let mut prior = None;
     if let Some(prev) = v.get("previous_response_id").and_then(Value::as_str) {
-        let held = mistralrs_server_core::cached_responses::get_response_cache()
-            .get_conversation_history(prev);
-        if !matches!(held, Ok(Some(_))) {
-            let msg = format!("no stored response `{prev}` (responses are kept in this server's memory, when sent with `store` on)");
-            return openai_error(
-                StatusCode::NOT_FOUND,
-                security::scrub_paths(&msg),
-                Some("previous_response_id"),
-            );
+        match mistralrs_server_core::cached_responses::get_response_cache()
+            .get_conversation_history(prev)
+        {
+            Ok(Some(h)) => prior = Some(h),
+            _ => {
+                let msg = format!("no stored response `{prev}` (responses are kept in this server's memory, when sent with `store` on)");
+                return openai_error(
+                    StatusCode::NOT_FOUND,
+                    security::scrub_paths(&msg),
+                    Some("previous_response_id"),
+                );
+            }
         }
     }
-    responses::create(s, v, curve, body).await
+    responses::create(s, v, curve, body, prior).await
 }
 
 async fn chat(

@@ -8,8 +8,7 @@
 
 use serde_json::{json, Value};
 
-use crate::config::PivotMode;
-use crate::curve::{Range, ToeShape, MAX_NATS, PIVOT_OFFSET, SHOULDER, TOE, WIDTH};
+use crate::params::{Field, Kind, Range};
 
 /// The name of the request body schema of `POST path`, as the document refers to it.
 fn request_schema(doc: &Value, path: &str) -> Option<String> {
@@ -19,38 +18,49 @@ fn request_schema(doc: &Value, path: &str) -> Option<String> {
     r.strip_prefix("#/components/schemas/").map(str::to_owned)
 }
 
-fn number(range: &Range, off: bool, what: &str) -> Value {
-    let n = json!({"type": "number", "minimum": range.min(), "maximum": MAX_NATS});
-    let n = if off {
-        json!({"oneOf": [n, {"type": "string", "enum": ["off"]}]})
-    } else {
-        n
+fn number(range: Range) -> Value {
+    json!({"type": "number", "minimum": range.min(), "maximum": range.max()})
+}
+
+/// One field's schema, from its kind.
+fn field_schema(field: Field) -> Value {
+    let mut v = match field.kind() {
+        Kind::Switch => {
+            json!({"oneOf": [{"type": "boolean"}, {"type": "string", "enum": ["on", "off"]}]})
+        }
+        Kind::Name(names, _) => json!({"type": "string", "enum": names}),
+        Kind::Number(r) => number(r),
+        Kind::Knob(r) => json!({"oneOf": [number(r), {"type": "string", "enum": ["off"]}]}),
     };
-    let mut n = n;
-    n["description"] = Value::from(format!("{what} Accepted: {}.", range.expected));
-    n
+    v["description"] = Value::from(format!(
+        "{}. Accepted: {}.",
+        field.description(),
+        field.expected()
+    ));
+    v
 }
 
 /// The JSON schema of the `hlg` object (its object form; `true`/`false` also accepted).
 pub fn hlg_schema() -> Value {
+    let properties: serde_json::Map<String, Value> = Field::ALL
+        .into_iter()
+        .map(|f| (f.name().to_string(), field_schema(f)))
+        .collect();
     json!({
         "description": "HLG sampling for this request: a piecewise tone curve on the logits. An object opts in (a missing `enabled` means on); `true`/`false` are short for `{\"enabled\": true|false}`. Missing fields come from the server's --hlg-* defaults (GET /v1/hlg).",
         "type": "object",
         "additionalProperties": false,
-        "properties": {
-            "enabled": {"description": "On or off; also \"on\"/\"off\".", "oneOf": [{"type": "boolean"}, {"type": "string", "enum": ["on", "off"]}]},
-            "pivot": {"description": "Where the curve is centred.", "type": "string", "enum": PivotMode::ALL.iter().map(|p| p.name()).collect::<Vec<_>>()},
-            "pivot_offset": number(&PIVOT_OFFSET, false, "Nats below the top logit (pivot `top`)."),
-            "width": number(&WIDTH, true, "Half-width of the linear mid band, nats."),
-            "shoulder": number(&SHOULDER, true, "Shoulder rolloff, nats."),
-            "toe": number(&TOE, true, "Toe rolloff, nats."),
-            "toe_shape": {"description": "The toe's shape.", "type": "string", "enum": ToeShape::ALL.iter().map(|s| s.name()).collect::<Vec<_>>()},
-        }
+        "properties": properties,
     })
 }
 
-/// Upstream's document with `hlg` described.
-pub fn document() -> Value {
+/// Upstream's document with `hlg` described, built once per process.
+pub fn document() -> &'static Value {
+    static DOC: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+    DOC.get_or_init(build)
+}
+
+fn build() -> Value {
     let mut doc = serde_json::to_value(mistralrs_server_core::openapi_doc::get_openapi_doc(None))
         .unwrap_or_else(|_| json!({}));
     doc["components"]["schemas"]["Hlg"] = hlg_schema();
@@ -124,10 +134,10 @@ mod tests {
             }
         }
         let props: Vec<&String> = schema["properties"].as_object().unwrap().keys().collect();
-        assert_eq!(props.len(), crate::config::FIELDS.len());
-        for f in crate::config::FIELDS {
+        assert_eq!(props.len(), Field::ALL.len());
+        for f in Field::ALL {
             assert!(
-                schema["properties"].get(f).is_some(),
+                schema["properties"].get(f.name()).is_some(),
                 "{f} missing from the schema"
             );
         }
@@ -138,7 +148,7 @@ mod tests {
         let doc = document();
         assert!(doc["components"]["schemas"]["Hlg"].is_object());
         for path in crate::server::security::HLG_ROUTES {
-            let name = request_schema(&doc, path)
+            let name = request_schema(doc, path)
                 .unwrap_or_else(|| panic!("POST {path} has no request schema"));
             assert!(
                 doc["components"]["schemas"][&name]["properties"]["hlg"].is_object(),

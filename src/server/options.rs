@@ -2,126 +2,178 @@
 //! shared by `mistralrs-hlg serve` and the patched upstream `mistralrs serve`
 //! (`patches/mistralrs-cli-0.8.1`), so the two accept the same flags and keys.
 
-use clap::Args;
+use std::collections::BTreeMap;
+use std::fmt;
+
+use clap::{Arg, ArgAction, ArgMatches, Args, Command, FromArgMatches};
 use mistralrs_server_core::types::SharedMistralRsState;
+use serde::de::{IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
 use crate::config::RawValue;
-use crate::processor::Backend;
-use crate::HlgConfig;
+use crate::params::{Field, Kind};
+use crate::processor::{Backend, BackendError};
+use crate::{HlgConfig, HlgError};
 
-use super::{defaults_from_flags, Batching, Choices, FLAGS};
+use super::{Batching, Choices};
 
-/// The seven `--hlg-*` engine flags. In a config file the keys are the flag names
-/// (`hlg-toe = 3.0`; `hlg_toe` is accepted too): strings read like flags (`"off"`,
-/// `"4.5"`), TOML numbers and booleans as themselves.
-#[derive(Args, Deserialize, Clone, Debug, Default, PartialEq)]
+/// A server option with a value it does not accept: the message names the flag (which is
+/// also the config-file key) and what it accepts.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum OptionError {
+    /// One of the seven `--hlg-*` curve flags, with the field's own error.
+    #[error("--{flag}: {error}")]
+    Curve {
+        /// The flag without `--`.
+        flag: &'static str,
+        /// What the field accepts and what it got.
+        error: HlgError,
+    },
+    /// Another option, with a value outside its names.
+    #[error("--{flag} must be {expected}, got {got:?}")]
+    Value {
+        /// The flag without `--`.
+        flag: &'static str,
+        /// The accepted values, in words.
+        expected: &'static str,
+        /// What was given.
+        got: String,
+    },
+    /// `--hlg-backend mlx` in a build without the `mlx` feature.
+    #[error("--hlg-backend mlx: this binary was built without the `mlx` feature (see the README's mlx section)")]
+    MlxNotBuilt,
+    /// A name that is not one of the curve flags.
+    #[error("unknown option `{0}`")]
+    Unknown(String),
+}
+
+/// The seven `--hlg-*` engine flags, one per field of the `hlg` object
+/// ([`Field::flag`]). In a config file the keys are the flag names (`hlg-toe = 3.0`;
+/// `hlg_toe` is accepted too): strings read like flags (`"off"`, `"4.5"`), TOML numbers
+/// and booleans as themselves. Values are kept as given and checked by [`Self::defaults`].
+///
+/// ```
+/// use mistralrs_hlg::{config::RawValue, params::Field, server::HlgFlags};
+/// let file = HlgFlags::default().with(Field::Toe, RawValue::Number(2.0));
+/// let cli = HlgFlags::default().with(Field::Toe, RawValue::Number(5.0));
+/// assert_eq!(cli.over(&file).get(Field::Toe), Some(&RawValue::Number(5.0)));
+/// ```
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct HlgFlags {
-    /// Turn HLG on for every sampled request that does not say otherwise.
-    #[arg(long = "hlg-sampling", value_name = "on|off", value_parser = flag_value)]
-    #[serde(
-        default,
-        rename = "hlg-sampling",
-        alias = "hlg_sampling",
-        deserialize_with = "file_value"
-    )]
-    pub sampling: Option<RawValue>,
-    /// HLG pivot mode.
-    #[arg(long = "hlg-pivot", value_name = "top|entropy|median", value_parser = flag_value)]
-    #[serde(
-        default,
-        rename = "hlg-pivot",
-        alias = "hlg_pivot",
-        deserialize_with = "file_value"
-    )]
-    pub pivot: Option<RawValue>,
-    /// HLG: nats below the top token (pivot `top`), in [0, 1000].
-    #[arg(long = "hlg-pivot-offset", value_name = "NATS", value_parser = flag_value, allow_hyphen_values = true)]
-    #[serde(
-        default,
-        rename = "hlg-pivot-offset",
-        alias = "hlg_pivot_offset",
-        deserialize_with = "file_value"
-    )]
-    pub pivot_offset: Option<RawValue>,
-    /// HLG: half-width of the linear mid band in nats, in [0, 1000], or `off`.
-    #[arg(long = "hlg-width", value_name = "NATS|off", value_parser = flag_value, allow_hyphen_values = true)]
-    #[serde(
-        default,
-        rename = "hlg-width",
-        alias = "hlg_width",
-        deserialize_with = "file_value"
-    )]
-    pub width: Option<RawValue>,
-    /// HLG: shoulder rolloff in nats, in [1e-6, 1000], or `off`.
-    #[arg(long = "hlg-shoulder", value_name = "NATS|off", value_parser = flag_value, allow_hyphen_values = true)]
-    #[serde(
-        default,
-        rename = "hlg-shoulder",
-        alias = "hlg_shoulder",
-        deserialize_with = "file_value"
-    )]
-    pub shoulder: Option<RawValue>,
-    /// HLG: toe rolloff in nats, in [1e-6, 1000], or `off`.
-    #[arg(long = "hlg-toe", value_name = "NATS|off", value_parser = flag_value, allow_hyphen_values = true)]
-    #[serde(
-        default,
-        rename = "hlg-toe",
-        alias = "hlg_toe",
-        deserialize_with = "file_value"
-    )]
-    pub toe: Option<RawValue>,
-    /// HLG toe shape.
-    #[arg(long = "hlg-toe-shape", value_name = "log|quadratic|exp", value_parser = flag_value)]
-    #[serde(
-        default,
-        rename = "hlg-toe-shape",
-        alias = "hlg_toe_shape",
-        deserialize_with = "file_value"
-    )]
-    pub toe_shape: Option<RawValue>,
+    values: BTreeMap<Field, RawValue>,
 }
 
 impl HlgFlags {
-    /// The flags that are set, as `(flag name without "--", value)` in [`FLAGS`] order.
+    /// The value given for a field's flag.
+    pub fn get(&self, field: Field) -> Option<&RawValue> {
+        self.values.get(&field)
+    }
+
+    /// These flags with one more set.
+    pub fn with(mut self, field: Field, value: RawValue) -> Self {
+        self.values.insert(field, value);
+        self
+    }
+
+    /// The flags that are set, as `(flag name without "--", value)` in field order.
     pub fn pairs(&self) -> Vec<(&'static str, RawValue)> {
-        let vals = [
-            &self.sampling,
-            &self.pivot,
-            &self.pivot_offset,
-            &self.width,
-            &self.shoulder,
-            &self.toe,
-            &self.toe_shape,
-        ];
-        FLAGS
+        self.values
             .iter()
-            .zip(vals)
-            .filter_map(|((flag, _), v)| v.clone().map(|v| (*flag, v)))
+            .map(|(f, v)| (f.flag(), v.clone()))
             .collect()
     }
 
     /// The server's HLG defaults these flags give, validated; the error names the flag
     /// and the accepted range (`--hlg-toe: \`hlg.toe\` must be a number in [1e-6, 1000] or "off", got -2`).
-    pub fn defaults(&self) -> Result<HlgConfig, String> {
-        defaults_from_flags(self.pairs())
+    pub fn defaults(&self) -> Result<HlgConfig, OptionError> {
+        let mut cfg = HlgConfig::default();
+        for (&field, value) in &self.values {
+            cfg.set_field(field, value.clone())
+                .map_err(|error| OptionError::Curve {
+                    flag: field.flag(),
+                    error,
+                })?;
+        }
+        Ok(cfg)
     }
 
     /// These flags over `base` (each flag that is set wins), e.g. a command line over a
     /// config file.
     pub fn over(&self, base: &HlgFlags) -> HlgFlags {
-        HlgFlags {
-            sampling: self.sampling.clone().or_else(|| base.sampling.clone()),
-            pivot: self.pivot.clone().or_else(|| base.pivot.clone()),
-            pivot_offset: self
-                .pivot_offset
-                .clone()
-                .or_else(|| base.pivot_offset.clone()),
-            width: self.width.clone().or_else(|| base.width.clone()),
-            shoulder: self.shoulder.clone().or_else(|| base.shoulder.clone()),
-            toe: self.toe.clone().or_else(|| base.toe.clone()),
-            toe_shape: self.toe_shape.clone().or_else(|| base.toe_shape.clone()),
+        let mut values = base.values.clone();
+        values.extend(self.values.iter().map(|(f, v)| (*f, v.clone())));
+        HlgFlags { values }
+    }
+}
+
+/// The flag of one field: name, value list and help from [`Field`].
+fn flag_arg(field: Field) -> Arg {
+    let numeric = matches!(field.kind(), Kind::Number(_) | Kind::Knob(_));
+    Arg::new(field.flag())
+        .long(field.flag())
+        .value_name(field.value_name())
+        .help(field.help())
+        .action(ArgAction::Set)
+        .value_parser(flag_value)
+        .allow_hyphen_values(numeric)
+}
+
+impl Args for HlgFlags {
+    fn augment_args(cmd: Command) -> Command {
+        Field::ALL
+            .into_iter()
+            .fold(cmd, |cmd, f| cmd.arg(flag_arg(f)))
+    }
+
+    fn augment_args_for_update(cmd: Command) -> Command {
+        Self::augment_args(cmd)
+    }
+}
+
+impl FromArgMatches for HlgFlags {
+    fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
+        let mut flags = HlgFlags::default();
+        flags.update_from_arg_matches(m)?;
+        Ok(flags)
+    }
+
+    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
+        for field in Field::ALL {
+            if let Ok(Some(v)) = m.try_get_one::<RawValue>(field.flag()) {
+                self.values.insert(field, v.clone());
+            }
         }
+        Ok(())
+    }
+}
+
+impl<'de> Deserialize<'de> for HlgFlags {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = HlgFlags;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a table of hlg-* keys")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<HlgFlags, A::Error> {
+                let mut flags = HlgFlags::default();
+                while let Some(key) = a.next_key::<String>()? {
+                    match Field::from_flag(&key) {
+                        Some(field) => {
+                            let v = file_value(a.next_value::<RawValue>()?);
+                            flags.values.insert(field, v);
+                        }
+                        // Another option's key, read by whoever flattens this in.
+                        None => {
+                            a.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(flags)
+            }
+        }
+        d.deserialize_map(V)
     }
 }
 
@@ -143,7 +195,7 @@ impl HlgFlags {
 /// assert_eq!(defaults.curve().toe(), Some(3.0));
 ///
 /// let bad = Serve::try_parse_from(["serve", "--hlg-toe", "-2"]).unwrap();
-/// assert!(bad.hlg.flags.defaults().unwrap_err().starts_with("--hlg-toe: "));
+/// assert!(bad.hlg.flags.defaults().unwrap_err().to_string().starts_with("--hlg-toe: "));
 /// ```
 #[derive(Args, Deserialize, Clone, Debug, Default, PartialEq)]
 pub struct HlgServerOptions {
@@ -232,26 +284,41 @@ impl HlgServerOptions {
     }
 
     /// The backend named by `--hlg-backend` (the kernel when unset).
-    pub fn backend(&self) -> Result<Backend, String> {
-        Backend::parse(self.backend.as_deref().unwrap_or("kernel"))
+    pub fn backend(&self) -> Result<Backend, OptionError> {
+        let name = self.backend.as_deref().unwrap_or("kernel");
+        Backend::parse(name).map_err(|e| match e {
+            BackendError::MlxNotBuilt => OptionError::MlxNotBuilt,
+            BackendError::Unknown(got) => OptionError::Value {
+                flag: "hlg-backend",
+                expected: Backend::EXPECTED,
+                got,
+            },
+        })
     }
 
     /// How `n > 1` is served as the flag says; `None` when unset (then it follows the
     /// engine: split when its batched rows are wrong, batched otherwise).
-    pub fn choices(&self) -> Result<Option<Choices>, String> {
+    pub fn choices(&self) -> Result<Option<Choices>, OptionError> {
         match self.n_choices.as_deref() {
             None => Ok(None),
             Some("split") => Ok(Some(Choices::Split)),
             Some("batched") => Ok(Some(Choices::Batched)),
-            Some(other) => Err(format!(
-                "--hlg-n-choices must be \"split\" or \"batched\", got {other:?}"
-            )),
+            Some(other) => Err(OptionError::Value {
+                flag: "hlg-n-choices",
+                expected: r#""split" or "batched""#,
+                got: other.to_string(),
+            }),
         }
     }
 
     /// `--hlg-batching` ([`Batching::Auto`] when unset).
-    pub fn batching(&self) -> Result<Batching, String> {
-        Batching::parse(self.batching.as_deref().unwrap_or("auto"))
+    pub fn batching(&self) -> Result<Batching, OptionError> {
+        let name = self.batching.as_deref().unwrap_or("auto");
+        Batching::parse(name).ok_or_else(|| OptionError::Value {
+            flag: "hlg-batching",
+            expected: Batching::EXPECTED,
+            got: name.to_string(),
+        })
     }
 
     /// The whole router (see [`super::router`]) with these options, every value checked
@@ -268,22 +335,10 @@ impl HlgServerOptions {
         hints: ModelHints,
     ) -> anyhow::Result<axum::Router> {
         let ModelHints { eos, name } = hints;
-        let defaults = self.flags.defaults().map_err(anyhow::Error::msg)?;
-        let backend = self.backend().map_err(anyhow::Error::msg)?;
-        let choices = self.choices().map_err(anyhow::Error::msg)?;
-        let serial = match self.batching().map_err(anyhow::Error::msg)? {
-            Batching::Serial => true,
-            Batching::On => false,
-            Batching::Auto => {
-                let report = super::engine::probe(&mistralrs).await;
-                match &report {
-                    Ok(r) if r.rows_independent => tracing::info!(max_abs_diff = r.max_abs_diff, "the engine decodes batched rows correctly: batching on"),
-                    Ok(r) => tracing::warn!(max_abs_diff = r.max_abs_diff, "the engine decodes batched rows wrongly (mistral.rs 0.8.1 on the CPU): one request at a time in the engine, the others queue (--hlg-batching on lifts this on a patched engine)"),
-                    Err(e) => tracing::warn!("the batching probe failed ({e}): one request at a time in the engine"),
-                }
-                !report.is_ok_and(|r| r.rows_independent)
-            }
-        };
+        let defaults = self.flags.defaults()?;
+        let backend = self.backend()?;
+        let choices = self.choices()?;
+        let serial = serial_engine(self.batching()?, &mistralrs).await;
         let choices = choices.unwrap_or(if serial {
             Choices::Split
         } else {
@@ -335,17 +390,35 @@ impl HlgServerOptions {
     }
 }
 
+/// Whether the engine must run one request at a time: as `--hlg-batching` says, or, for
+/// `auto`, as the start-up probe finds (serial when it fails).
+async fn serial_engine(batching: Batching, mistralrs: &SharedMistralRsState) -> bool {
+    match batching {
+        Batching::Serial => true,
+        Batching::On => false,
+        Batching::Auto => {
+            let report = super::engine::probe(mistralrs).await;
+            match &report {
+                Ok(r) if r.rows_independent => tracing::info!(max_abs_diff = r.max_abs_diff, "the engine decodes batched rows correctly: batching on"),
+                Ok(r) => tracing::warn!(max_abs_diff = r.max_abs_diff, "the engine decodes batched rows wrongly (mistral.rs 0.8.1 on the CPU): one request at a time in the engine, the others queue (--hlg-batching on lifts this on a patched engine)"),
+                Err(e) => tracing::warn!("the batching probe failed ({e}): one request at a time in the engine"),
+            }
+            !report.is_ok_and(|r| r.rows_independent)
+        }
+    }
+}
+
 /// A flag's text as a value (never fails: values are checked with the rest of the config).
 fn flag_value(s: &str) -> Result<RawValue, std::convert::Infallible> {
     Ok(RawValue::from_flag(s))
 }
 
 /// A config-file value: strings read like flags, numbers and booleans as themselves.
-fn file_value<'de, D: Deserializer<'de>>(d: D) -> Result<Option<RawValue>, D::Error> {
-    Ok(Some(match RawValue::deserialize(d)? {
+fn file_value(v: RawValue) -> RawValue {
+    match v {
         RawValue::Str(s) => RawValue::from_flag(&s),
         v => v,
-    }))
+    }
 }
 
 #[cfg(test)]
@@ -376,12 +449,12 @@ mod tests {
 
         let bad: File = toml::from_str("hlg-shoulder = -1").unwrap();
         assert_eq!(
-            bad.hlg.flags.defaults().unwrap_err(),
+            bad.hlg.flags.defaults().unwrap_err().to_string(),
             r#"--hlg-shoulder: `hlg.shoulder` must be a number in [1e-6, 1000] or "off", got -1"#
         );
         let bad: File = toml::from_str("hlg-n-choices = \"sometimes\"").unwrap();
         assert_eq!(
-            bad.hlg.choices().unwrap_err(),
+            bad.hlg.choices().unwrap_err().to_string(),
             r#"--hlg-n-choices must be "split" or "batched", got "sometimes""#
         );
     }
@@ -389,24 +462,19 @@ mod tests {
     #[test]
     fn flags_win_over_the_file() {
         let file = HlgServerOptions {
-            flags: HlgFlags {
-                toe: Some(RawValue::Number(2.0)),
-                width: Some(RawValue::Number(1.0)),
-                ..Default::default()
-            },
+            flags: HlgFlags::default()
+                .with(Field::Toe, RawValue::Number(2.0))
+                .with(Field::Width, RawValue::Number(1.0)),
             n_choices: Some("batched".into()),
             ..Default::default()
         };
         let flags = HlgServerOptions {
-            flags: HlgFlags {
-                toe: Some(RawValue::Number(5.0)),
-                ..Default::default()
-            },
+            flags: HlgFlags::default().with(Field::Toe, RawValue::Number(5.0)),
             ..Default::default()
         };
         let merged = flags.over(&file);
-        assert_eq!(merged.flags.toe, Some(RawValue::Number(5.0)));
-        assert_eq!(merged.flags.width, Some(RawValue::Number(1.0)));
+        assert_eq!(merged.flags.get(Field::Toe), Some(&RawValue::Number(5.0)));
+        assert_eq!(merged.flags.get(Field::Width), Some(&RawValue::Number(1.0)));
         assert_eq!(merged.choices(), Ok(Some(Choices::Batched)));
     }
 }

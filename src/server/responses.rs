@@ -51,6 +51,7 @@ pub(super) async fn create(
     v: Value,
     curve: Option<HlgCurve>,
     body: Bytes,
+    prior: Option<Vec<Message>>,
 ) -> Response {
     let Some(curve) = curve else {
         return upstream(&s, body).await;
@@ -62,7 +63,7 @@ pub(super) async fn create(
     if req.n_choices > 1 && s.choices == super::Choices::Split {
         return openai_error(StatusCode::BAD_REQUEST, format!("`n` = {} with HLG on /v1/responses: this engine decodes the choices of a batch wrongly (the start-up probe found it); send one request per choice, or use /v1/chat/completions, which splits them", req.n_choices), Some("n"));
     }
-    let call = match Call::new(req) {
+    let call = match Call::new(req, prior) {
         Ok(c) => c,
         Err(resp) => return resp,
     };
@@ -243,18 +244,13 @@ fn context(r: &OpenResponsesCreateRequest) -> RequestContext {
 }
 
 /// The conversation the call sends: the instructions as the system message, the stored
-/// history of `previous_response_id`, then the input.
-fn history(r: &OpenResponsesCreateRequest) -> Vec<Message> {
+/// history of `previous_response_id` (`prior`, looked up by the route), then the input.
+fn history(r: &OpenResponsesCreateRequest, prior: Option<Vec<Message>>) -> Vec<Message> {
     let mut history = vec![];
     if let Some(i) = &r.instructions {
         history.push(text_message("system", i.clone()));
     }
-    if let Some(prev) = &r.previous_response_id {
-        // Checked by the route; gone since only if evicted in between.
-        if let Ok(Some(h)) = get_response_cache().get_conversation_history(prev) {
-            history.extend(h);
-        }
-    }
+    history.extend(prior.unwrap_or_default());
     match r.input.clone().into_either() {
         Either::Left(messages) => history.extend(messages),
         Either::Right(text) => history.push(text_message("user", text)),
@@ -353,10 +349,10 @@ fn text_message(role: &str, text: String) -> Message {
 }
 
 impl Call {
-    fn new(r: OpenResponsesCreateRequest) -> Result<Self, Response> {
+    fn new(r: OpenResponsesCreateRequest, prior: Option<Vec<Message>>) -> Result<Self, Response> {
         refuse_unsupported(&r)?;
         let context = context(&r);
-        let history = history(&r);
+        let history = history(&r, prior);
         let (id, model, metadata) = (fresh_id("resp"), r.model.clone(), r.metadata.clone());
         let (store, stream, background) = (
             r.store.unwrap_or(true),

