@@ -69,18 +69,7 @@ pub fn matched_plot(m: &Matched) -> String {
             panels.push(plot::Panel {
                 title: format!("{knob}: {what}"),
                 xs: xs.clone(),
-                series: ToeShape::ALL
-                    .iter()
-                    .map(|sh| plot::Series {
-                        name: sh.name(),
-                        color: plot::shape_color(*sh),
-                        ys: points
-                            .iter()
-                            .filter(|p| p.method == sh.name())
-                            .map(|p| Some(f(&p.mean)))
-                            .collect(),
-                    })
-                    .collect(),
+                series: by_shape(points, |p| &p.method, |p| f(&p.mean)),
                 reference: Some((f(&temp), "temperature")),
                 log_y: what == "tail mass",
             });
@@ -119,18 +108,7 @@ pub fn kl_knob_plot(report: &Report, knob: &str, points: &[super::kl::Point]) ->
     let measure = |title: &str, f: fn(&Stats) -> f64, with_ref: bool| plot::Panel {
         title: title.to_string(),
         xs: xs.clone(),
-        series: ToeShape::ALL
-            .iter()
-            .map(|s| plot::Series {
-                name: s.name(),
-                color: plot::shape_color(*s),
-                ys: points
-                    .iter()
-                    .filter(|p| p.toe_shape == s.name())
-                    .map(|p| Some(f(&p.mean)))
-                    .collect(),
-            })
-            .collect(),
+        series: by_shape(points, |p| p.toe_shape, |p| f(&p.mean)),
         reference: with_ref.then(|| (f(&report.temperature_only), "temperature")),
         log_y: title.starts_with("tail"),
     };
@@ -221,6 +199,26 @@ pub fn curve_plot(zs: &[f64], curves: &[(ToeShape, Vec<f64>)]) -> String {
         log_y: false,
     };
     plot::grid("the HLG curve by toe shape", &[panel], 1)
+}
+
+/// One line per toe shape, in its colour, through the points of that shape.
+fn by_shape<P>(
+    points: &[P],
+    shape: impl Fn(&P) -> &str,
+    y: impl Fn(&P) -> f64,
+) -> Vec<plot::Series<'static>> {
+    ToeShape::ALL
+        .into_iter()
+        .map(|s| plot::Series {
+            name: s.name(),
+            color: plot::shape_color(s),
+            ys: points
+                .iter()
+                .filter(|p| shape(p) == s.name())
+                .map(|p| Some(y(p)))
+                .collect(),
+        })
+        .collect()
 }
 
 /// The distinct values in order of first appearance.
