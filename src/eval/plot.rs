@@ -276,15 +276,22 @@ pub fn frontier(doc: &super::diversity::Doc) -> String {
 
 /// Method names in the order of first appearance.
 fn method_names(doc: &super::diversity::Doc) -> Vec<&str> {
-    let mut names: Vec<&str> = vec![];
-    for l in &doc.levels {
-        for m in &l.methods {
-            if !names.contains(&m.name.as_str()) {
-                names.push(&m.name);
-            }
+    first_appearance(
+        doc.levels
+            .iter()
+            .flat_map(|l| l.methods.iter().map(|m| m.name.as_str())),
+    )
+}
+
+/// The distinct values in the order of their first appearance.
+pub(crate) fn first_appearance<'a>(values: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut out: Vec<&str> = vec![];
+    for v in values {
+        if !out.contains(&v) {
+            out.push(v);
         }
     }
-    names
+    out
 }
 
 /// (x label, y label, the point of a method).

@@ -221,15 +221,12 @@ fn by_shape<P>(
         .collect()
 }
 
-/// The distinct values in order of first appearance.
+/// The distinct values in order of first appearance, as x labels.
 fn distinct<'a>(values: impl Iterator<Item = &'a str>) -> Vec<String> {
-    let mut out: Vec<String> = vec![];
-    for v in values {
-        if !out.iter().any(|o| o == v) {
-            out.push(v.to_string());
-        }
-    }
-    out
+    plot::first_appearance(values)
+        .into_iter()
+        .map(str::to_string)
+        .collect()
 }
 
 #[cfg(test)]

@@ -76,14 +76,6 @@ impl HlgFlags {
         self
     }
 
-    /// The flags that are set, as `(flag name without "--", value)` in field order.
-    pub fn pairs(&self) -> Vec<(&'static str, RawValue)> {
-        self.values
-            .iter()
-            .map(|(f, v)| (f.flag(), v.clone()))
-            .collect()
-    }
-
     /// The server's HLG defaults these flags give, validated; the error names the flag
     /// and the accepted range (`--hlg-toe: \`hlg.toe\` must be a number in [1e-6, 1000] or "off", got -2`).
     pub fn defaults(&self) -> Result<HlgConfig, OptionError> {
