@@ -13,6 +13,14 @@ use crate::error::HlgError;
 use crate::params::{render_number, Field, Pivot, ToeShape, DEFAULT_PIVOT_OFFSET};
 
 /// A rolloff parameter in nats, or off.
+///
+/// ```
+/// use mistralrs_hlg::{config::{Knob, Value}, params::Field, HlgConfig};
+/// let cfg: HlgConfig = serde_json::from_str(r#"{"width": "off", "toe": 2}"#)?;
+/// assert_eq!(cfg.get(Field::Width), Some(Value::Knob(Knob::Off)));
+/// assert_eq!(cfg.get(Field::Toe), Some(Value::Knob(Knob::Nats(2.0))));
+/// # Ok::<(), serde_json::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Knob {
     /// `"off"`: no mid band (width) or a linear continuation (shoulder, toe).
@@ -23,6 +31,11 @@ pub enum Knob {
 
 impl Knob {
     /// `None` for off.
+    ///
+    /// ```
+    /// use mistralrs_hlg::config::Knob;
+    /// assert_eq!((Knob::Nats(1.5).nats(), Knob::Off.nats()), (Some(1.5), None));
+    /// ```
     pub fn nats(self) -> Option<f32> {
         match self {
             Knob::Off => None,
@@ -32,6 +45,16 @@ impl Knob {
 }
 
 /// One value as received, before validation: the types a JSON or TOML value can have.
+///
+/// ```
+/// use mistralrs_hlg::{config::RawValue, HlgConfig};
+/// let mut cfg = HlgConfig::default();
+/// cfg.set("toe", RawValue::Number(2.0))?;
+/// cfg.set("width", RawValue::from_flag("off"))?;
+/// assert!(cfg.set("toe", RawValue::Str("big".into())).is_err());
+/// assert_eq!((cfg.curve().toe(), cfg.curve().width()), (Some(2.0), None));
+/// # Ok::<(), mistralrs_hlg::HlgError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub enum RawValue {
     /// `true` / `false`.
@@ -225,11 +248,24 @@ impl HlgConfig {
     }
 
     /// `enabled` as set, `None` when missing.
+    ///
+    /// ```
+    /// use mistralrs_hlg::HlgConfig;
+    /// let cfg: HlgConfig = serde_json::from_str(r#"{"toe": 2}"#)?;
+    /// assert_eq!(cfg.enabled(), None, "not said: the server's default decides");
+    /// assert_eq!(cfg.with_enabled(false).enabled(), Some(false));
+    /// # Ok::<(), serde_json::Error>(())
+    /// ```
     pub fn enabled(&self) -> Option<bool> {
         self.enabled
     }
 
     /// This config with `enabled` set.
+    ///
+    /// ```
+    /// use mistralrs_hlg::HlgConfig;
+    /// assert_eq!(HlgConfig::default().with_enabled(true).enabled(), Some(true));
+    /// ```
     pub fn with_enabled(mut self, enabled: bool) -> Self {
         self.enabled = Some(enabled);
         self
@@ -259,6 +295,17 @@ impl HlgConfig {
 
     /// Every field filled: missing ones from the built-in defaults, `enabled` from
     /// `enabled_default`.
+    ///
+    /// ```
+    /// use mistralrs_hlg::HlgConfig;
+    /// let r = HlgConfig::default().resolved(false);
+    /// assert_eq!(
+    ///     serde_json::to_value(&r)?,
+    ///     serde_json::json!({"enabled": false, "pivot": "top", "pivot_offset": 4.0, "width": 3.0,
+    ///         "shoulder": 2.0, "toe": 1.0, "toe_shape": "quadratic"})
+    /// );
+    /// # Ok::<(), serde_json::Error>(())
+    /// ```
     pub fn resolved(&self, enabled_default: bool) -> HlgConfig {
         let c = self.curve();
         let knob = |v: Option<f32>| Some(v.map_or(Knob::Off, Knob::Nats));
@@ -275,6 +322,14 @@ impl HlgConfig {
 
     /// The curve: this config's fields over the built-in defaults of
     /// [`HlgCurve::default`]. `pivot_offset` matters only for the `top` pivot.
+    ///
+    /// ```
+    /// use mistralrs_hlg::{HlgConfig, HlgCurve, Pivot};
+    /// let cfg: HlgConfig = serde_json::from_str(r#"{"pivot": "median", "shoulder": "off"}"#)?;
+    /// let c = cfg.curve();
+    /// assert_eq!((c.pivot(), c.shoulder(), c.toe()), (Pivot::Median, None, HlgCurve::default().toe()));
+    /// # Ok::<(), serde_json::Error>(())
+    /// ```
     pub fn curve(&self) -> HlgCurve {
         let d = HlgCurve::default();
         let knob = |k: Option<Knob>, default: Option<f32>| k.map_or(default, Knob::nats);
@@ -329,6 +384,15 @@ fn parse_knob(field: Field, v: &RawValue) -> Result<Knob, HlgError> {
 }
 
 /// One field's validated value.
+///
+/// ```
+/// use mistralrs_hlg::{config::Value, params::Field, HlgConfig, ToeShape};
+/// let cfg: HlgConfig = serde_json::from_str(r#"{"toe_shape": "exp", "enabled": true}"#)?;
+/// assert_eq!(cfg.get(Field::ToeShape), Some(Value::ToeShape(ToeShape::Exp)));
+/// assert_eq!(cfg.get(Field::Enabled), Some(Value::Switch(true)));
+/// assert_eq!(cfg.get(Field::Pivot), None);
+/// # Ok::<(), serde_json::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Value {
     /// `enabled`.

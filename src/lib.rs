@@ -26,11 +26,16 @@
 //! | `candle` | `backend::candle`: the transform as candle ops on any device, `[V]` or `[B, V]` |
 //! | `mlx` | `backend::mlx`: the transform as mlx-rs ops on an `mlx_rs::Array`, on MLX's default device (the CPU off Apple) |
 //! | `mlx-metal` | `mlx` with MLX on Metal and Accelerate (Apple silicon) |
-//! | `mistralrs` | `processor`: the mistral.rs logits processor and request arming; `model`: the embedded default model |
-//! | `server` (default) | `server`, `eval` (the evaluation) and the `mistralrs-hlg` binary |
+//! | `mistralrs` | `processor`: the mistral.rs logits processor and request arming |
+//! | `server` (default) | `server`: the OpenAI-compatible server on mistralrs-server-core |
+//! | `model` | `model`: the embedded default model, fetched with pip |
+//! | `eval` | `eval`: the evaluation of docs/RESULTS.md (capture, samplers, metrics, tables, figures) |
 //! | `cuda`, `cudnn`, `flash-attn` | the engine on CUDA (mistral.rs's features of the same names; need nvcc) |
 //! | `metal`, `accelerate` | the engine on Metal, Accelerate for its CPU work (macOS) |
 //! | `mkl` | Intel MKL for the engine's CPU work |
+//!
+//! The `mistralrs-hlg` binary is the `mistralrs-hlg-cli` crate (`cli/`), built on
+//! `server`, `model` and `eval`.
 //!
 //! `mlx` and `mlx-metal` move only the HLG transform (`--hlg-backend mlx`); the engine's
 //! device comes from `cuda` / `metal`, detected at start-up unless `--cpu` is given.
@@ -47,11 +52,11 @@ mod fastmath;
 pub mod params;
 
 pub mod backend;
-#[cfg(feature = "server")]
-#[cfg_attr(docsrs, doc(cfg(feature = "server")))]
+#[cfg(feature = "eval")]
+#[cfg_attr(docsrs, doc(cfg(feature = "eval")))]
 pub mod eval;
-#[cfg(feature = "mistralrs")]
-#[cfg_attr(docsrs, doc(cfg(feature = "mistralrs")))]
+#[cfg(feature = "model")]
+#[cfg_attr(docsrs, doc(cfg(feature = "model")))]
 pub mod model;
 #[cfg(feature = "mistralrs")]
 #[cfg_attr(docsrs, doc(cfg(feature = "mistralrs")))]

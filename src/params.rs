@@ -22,13 +22,30 @@ use std::fmt;
 /// `(z − w)/β` stays below 1e9 for the top token, and `max − offset` keeps the logits'
 /// precision (an offset of 1e8 rounds every logit to a multiple of 8, and 1e33 with a
 /// tiny shoulder sent every finite logit to +inf).
+///
+/// ```
+/// use mistralrs_hlg::params::{Range, MAX_NATS};
+/// assert_eq!(Range::NATS.accepts(MAX_NATS.into()), Some(1000.0));
+/// assert_eq!(Range::NATS.accepts(1000.5), None);
+/// ```
 pub const MAX_NATS: f32 = 1000.0;
 
 /// The smallest accepted shoulder or toe, in nats. Smaller values make `d/β` overflow
 /// for ordinary logits and mean nothing as a rolloff.
+///
+/// ```
+/// use mistralrs_hlg::{params::MIN_BETA, HlgCurve};
+/// assert!(HlgCurve::default().with_toe(Some(MIN_BETA)).is_ok());
+/// assert!(HlgCurve::default().with_toe(Some(MIN_BETA / 2.0)).is_err());
+/// ```
 pub const MIN_BETA: f32 = 1e-6;
 
 /// The built-in `pivot_offset` of the `top` pivot, in nats.
+///
+/// ```
+/// use mistralrs_hlg::{params::DEFAULT_PIVOT_OFFSET, HlgCurve};
+/// assert_eq!(HlgCurve::default().pivot_of(&[10.0, 0.0]), Some(10.0 - DEFAULT_PIVOT_OFFSET));
+/// ```
 pub const DEFAULT_PIVOT_OFFSET: f32 = 4.0;
 
 /// `"a|b|c"` from `"a", "b", "c"`.
@@ -54,13 +71,21 @@ macro_rules! spelled_enum {
 
         impl $ty {
             /// Every variant, in the order of the docs.
+            #[doc = concat!("\n```\nuse mistralrs_hlg::params::", stringify!($ty), ";\nlet all = ",
+                stringify!($ty), "::ALL;\nassert!(all.iter().enumerate().all(|(i, v)| all[..i].iter().all(|u| u != v)));\n```")]
             pub const ALL: [$ty; [$($name),+].len()] = [$($ty::$variant),+];
             /// Every variant's name, in the order of [`Self::ALL`].
+            #[doc = concat!("\n```\nuse mistralrs_hlg::params::", stringify!($ty), ";\nlet names: Vec<_> = ",
+                stringify!($ty), "::ALL.iter().map(|v| v.name()).collect();\nassert_eq!(names, ", stringify!($ty), "::NAMES);\n```")]
             pub const NAMES: &'static [&'static str] = &[$($name),+];
             /// The names as a command line shows them (`a|b|c`).
+            #[doc = concat!("\n```\nuse mistralrs_hlg::params::", stringify!($ty), ";\nassert_eq!(",
+                stringify!($ty), "::VALUE_NAME, ", stringify!($ty), "::NAMES.join(\"|\"));\n```")]
             pub const VALUE_NAME: &'static str = joined!($($name),+);
 
             /// The name as it is spelled in the `hlg` object and on the command line.
+            #[doc = concat!("\n```\nuse mistralrs_hlg::params::", stringify!($ty), ";\nfor v in ",
+                stringify!($ty), "::ALL {\n    assert_eq!(v.name().parse::<", stringify!($ty), ">(), Ok(v));\n    assert_eq!(v.to_string(), v.name());\n}\n```")]
             pub const fn name(self) -> &'static str {
                 match self {
                     $($ty::$variant => $name,)+
@@ -68,6 +93,9 @@ macro_rules! spelled_enum {
             }
 
             /// `one of "a", "b", "c"`: the accepted names, for error messages.
+            #[doc = concat!("\n```\nuse mistralrs_hlg::params::", stringify!($ty), ";\nlet e = \"nope\".parse::<",
+                stringify!($ty), ">().unwrap_err();\nassert_eq!(e.expected, ", stringify!($ty),
+                "::expected());\nassert!(e.expected.starts_with(\"one of \\\"\"));\n```")]
             pub fn expected() -> String {
                 one_of(Self::NAMES)
             }
@@ -93,6 +121,12 @@ macro_rules! spelled_enum {
 }
 
 /// A name that none of an enumeration's variants has.
+///
+/// ```
+/// use mistralrs_hlg::ToeShape;
+/// let e = "cubic".parse::<ToeShape>().unwrap_err();
+/// assert_eq!(e.to_string(), r#"expected one of "log", "quadratic", "exp", got "cubic""#);
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("expected {expected}, got {got:?}")]
 pub struct UnknownName {
@@ -149,6 +183,12 @@ spelled_enum! {
 }
 
 /// The accepted range of a numeric parameter: finite, `min ≤ v ≤ MAX_NATS`.
+///
+/// ```
+/// use mistralrs_hlg::params::{Field, Kind, Range};
+/// assert_eq!(Field::Width.kind(), Kind::Knob(Range::NATS));
+/// assert_eq!((Range::NATS.min(), Range::NATS.max()), (0.0, 1000.0));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Range {
     min: f32,
@@ -156,16 +196,36 @@ pub struct Range {
 
 impl Range {
     /// Offsets and widths: `[0, MAX_NATS]`.
+    ///
+    /// ```
+    /// use mistralrs_hlg::params::Range;
+    /// assert_eq!(Range::NATS.accepts(0.0), Some(0.0));
+    /// ```
     pub const NATS: Range = Range { min: 0.0 };
     /// Shoulders and toes: `[MIN_BETA, MAX_NATS]`.
+    ///
+    /// ```
+    /// use mistralrs_hlg::params::{Range, MIN_BETA};
+    /// assert_eq!(Range::BETA.min(), f64::from(MIN_BETA));
+    /// ```
     pub const BETA: Range = Range { min: MIN_BETA };
 
     /// The smallest accepted value.
+    ///
+    /// ```
+    /// use mistralrs_hlg::params::Range;
+    /// assert_eq!(Range::NATS.min(), 0.0);
+    /// ```
     pub fn min(&self) -> f64 {
         self.min.into()
     }
 
     /// The largest accepted value ([`MAX_NATS`]).
+    ///
+    /// ```
+    /// use mistralrs_hlg::params::{Range, MAX_NATS};
+    /// assert_eq!(Range::BETA.max(), f64::from(MAX_NATS));
+    /// ```
     pub fn max(&self) -> f64 {
         MAX_NATS.into()
     }
@@ -184,12 +244,24 @@ impl Range {
     }
 
     /// `[1e-6, 1000]`.
+    ///
+    /// ```
+    /// use mistralrs_hlg::params::Range;
+    /// assert_eq!((Range::BETA.interval(), Range::NATS.interval()), ("[1e-6, 1000]".into(), "[0, 1000]".into()));
+    /// ```
     pub fn interval(&self) -> String {
         format!("[{}, {}]", render_bound(self.min), render_bound(MAX_NATS))
     }
 }
 
 /// What a field accepts.
+///
+/// ```
+/// use mistralrs_hlg::params::{Field, Kind, Range};
+/// assert_eq!(Field::Enabled.kind(), Kind::Switch);
+/// assert_eq!(Field::PivotOffset.kind(), Kind::Number(Range::NATS));
+/// assert!(matches!(Field::Pivot.kind(), Kind::Name(_, "top|entropy|median")));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Kind {
     /// A boolean, or `"on"`/`"off"` (the flag's spelling).
@@ -206,6 +278,12 @@ pub enum Kind {
 macro_rules! fields {
     ($( $variant:ident = $name:literal, $flag:literal, $kind:expr, $what:literal; )+) => {
         /// A field of the `hlg` object.
+        ///
+        /// ```
+        /// use mistralrs_hlg::params::Field;
+        /// let f = Field::PivotOffset;
+        /// assert_eq!((f.name(), f.param(), f.flag()), ("pivot_offset", "hlg.pivot_offset", "hlg-pivot-offset"));
+        /// ```
         #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
         pub enum Field {
             $( #[doc = $what] $variant, )+
@@ -213,9 +291,20 @@ macro_rules! fields {
 
         impl Field {
             /// Every field, in the order of the docs.
+            ///
+            /// ```
+            /// use mistralrs_hlg::params::Field;
+            /// assert_eq!(Field::ALL.len(), 7);
+            /// assert_eq!(Field::ALL[0], Field::Enabled);
+            /// ```
             pub const ALL: [Field; [$($name),+].len()] = [$(Field::$variant),+];
 
             /// The name in the `hlg` object (`pivot_offset`).
+            ///
+            /// ```
+            /// use mistralrs_hlg::params::Field;
+            /// assert_eq!(Field::ToeShape.name(), "toe_shape");
+            /// ```
             pub const fn name(self) -> &'static str {
                 match self {
                     $(Field::$variant => $name,)+
@@ -223,6 +312,11 @@ macro_rules! fields {
             }
 
             /// The request parameter, as OpenAI's error `param` (`hlg.pivot_offset`).
+            ///
+            /// ```
+            /// use mistralrs_hlg::params::Field;
+            /// assert!(Field::ALL.iter().all(|f| f.param() == format!("hlg.{}", f.name())));
+            /// ```
             pub const fn param(self) -> &'static str {
                 match self {
                     $(Field::$variant => concat!("hlg.", $name),)+
@@ -230,6 +324,12 @@ macro_rules! fields {
             }
 
             /// The engine flag without `--`, also the config-file key (`hlg-pivot-offset`).
+            ///
+            /// ```
+            /// use mistralrs_hlg::params::Field;
+            /// assert_eq!(Field::Enabled.flag(), "hlg-sampling");
+            /// assert!(Field::ALL.iter().all(|f| Field::from_flag(f.flag()) == Some(*f)));
+            /// ```
             pub const fn flag(self) -> &'static str {
                 match self {
                     $(Field::$variant => $flag,)+
@@ -237,6 +337,11 @@ macro_rules! fields {
             }
 
             /// What the field accepts.
+            ///
+            /// ```
+            /// use mistralrs_hlg::params::{Field, Kind, Range};
+            /// assert_eq!(Field::Toe.kind(), Kind::Knob(Range::BETA));
+            /// ```
             pub const fn kind(self) -> Kind {
                 match self {
                     $(Field::$variant => $kind,)+
@@ -244,6 +349,11 @@ macro_rules! fields {
             }
 
             /// What the field is, in a few words (the flags' help, the OpenAPI schema).
+            ///
+            /// ```
+            /// use mistralrs_hlg::params::Field;
+            /// assert_eq!(Field::Toe.description(), "Toe rolloff, in nats");
+            /// ```
             pub const fn description(self) -> &'static str {
                 match self {
                     $(Field::$variant => $what,)+
@@ -270,6 +380,12 @@ fields! {
 
 impl Field {
     /// The field named so in the `hlg` object.
+    ///
+    /// ```
+    /// use mistralrs_hlg::params::Field;
+    /// assert_eq!(Field::from_name("width"), Some(Field::Width));
+    /// assert_eq!(Field::from_name("Width"), None);
+    /// ```
     pub fn from_name(name: &str) -> Option<Field> {
         Field::ALL.into_iter().find(|f| f.name() == name)
     }
@@ -289,6 +405,12 @@ impl Field {
     }
 
     /// The accepted values in words, as error messages give them.
+    ///
+    /// ```
+    /// use mistralrs_hlg::params::Field;
+    /// assert_eq!(Field::Width.expected(), r#"a number in [0, 1000] or "off""#);
+    /// assert_eq!(Field::Enabled.expected(), r#"a boolean (or "on"/"off")"#);
+    /// ```
     pub fn expected(self) -> String {
         match self.kind() {
             Kind::Switch => r#"a boolean (or "on"/"off")"#.to_string(),
@@ -299,11 +421,21 @@ impl Field {
     }
 
     /// The flag's help: what it is and what it accepts.
+    ///
+    /// ```
+    /// use mistralrs_hlg::params::Field;
+    /// assert_eq!(Field::Toe.help(), r#"HLG: Toe rolloff, in nats: a number in [1e-6, 1000] or "off"."#);
+    /// ```
     pub fn help(self) -> String {
         format!("HLG: {}: {}.", self.description(), self.expected())
     }
 
     /// The value a command line shows for the flag (`NATS|off`, `top|entropy|median`).
+    ///
+    /// ```
+    /// use mistralrs_hlg::params::Field;
+    /// assert_eq!((Field::Width.value_name(), Field::Pivot.value_name()), ("NATS|off", "top|entropy|median"));
+    /// ```
     pub const fn value_name(self) -> &'static str {
         match self.kind() {
             Kind::Switch => "on|off",

@@ -47,12 +47,24 @@ fn with(base: &Value, key: &str, v: Value) -> Vec<u8> {
     b.to_string().into_bytes()
 }
 
+/// Every case, section by section.
 fn catalogue() -> Vec<Case> {
-    let mut out = vec![];
     let chat_base = chat("Hi", 4, json!({}));
     let comp_base = json!({"model": "default", "prompt": "Hi", "max_tokens": 4});
+    let mut out = vec![];
+    malformed(&mut out, &chat_base);
+    hlg_fields(&mut out, &chat_base, &comp_base);
+    extremes(&mut out, &chat_base, &comp_base);
+    upstream_fields(&mut out, &chat_base, &comp_base);
+    media(&mut out, &chat_base);
+    content_types(&mut out, &chat_base);
+    routes(&mut out, &chat_base);
+    huge_bodies(&mut out);
+    out
+}
 
-    // Malformed JSON and bodies that are not objects.
+/// Malformed JSON and bodies that are not objects.
+fn malformed(out: &mut Vec<Case>, chat_base: &Value) {
     let deep = "[".repeat(100_000);
     let malformed: Vec<(&str, Vec<u8>)> = vec![
         ("empty body", vec![]),
@@ -78,8 +90,11 @@ fn catalogue() -> Vec<Case> {
             out.push(case(format!("{what} ({path})"), path, body.clone(), None));
         }
     }
+}
 
-    // Every numeric `hlg` field: wrong types and values out of range, on both routes.
+/// Every `hlg` field: numbers of the wrong type or out of range on both routes, then the
+/// other fields and shapes.
+fn hlg_fields(out: &mut Vec<Case>, chat_base: &Value, comp_base: &Value) {
     let numeric_bad = [
         json!(-1),
         json!(1001),
@@ -109,6 +124,12 @@ fn catalogue() -> Vec<Case> {
             ));
         }
     }
+    hlg_names(out, chat_base);
+    hlg_shapes(out, chat_base, comp_base);
+}
+
+/// Names and lower bounds of the other `hlg` fields.
+fn hlg_names(out: &mut Vec<Case>, chat_base: &Value) {
     for (field, bads) in [
         ("shoulder", vec![json!(0), json!(1e-7)]),
         ("toe", vec![json!(0), json!(5e-7)]),
@@ -141,11 +162,15 @@ fn catalogue() -> Vec<Case> {
             out.push(case(
                 format!("hlg.{field} = {bad}"),
                 CHAT,
-                with(&chat_base, "hlg", json!({ field: bad })),
+                with(chat_base, "hlg", json!({ field: bad })),
                 Some(&format!("hlg.{field}")),
             ));
         }
     }
+}
+
+/// An `hlg` that is not an object of known fields, streamed or not.
+fn hlg_shapes(out: &mut Vec<Case>, chat_base: &Value, comp_base: &Value) {
     for (what, h) in [
         ("unknown hlg field", json!({"gain": 2})),
         ("misspelt hlg field", json!({"Width": 2})),
@@ -169,15 +194,17 @@ fn catalogue() -> Vec<Case> {
             format!("bad hlg, stream {stream}"),
             CHAT,
             with(
-                &with_value(&chat_base, "stream", json!(stream)),
+                &with_value(chat_base, "stream", json!(stream)),
                 "hlg",
                 json!({"toe": -3}),
             ),
             Some("hlg.toe"),
         ));
     }
+}
 
-    // `n` and `max_tokens` extremes, on both routes.
+/// `n` and `max_tokens` extremes, on both routes.
+fn extremes(out: &mut Vec<Case>, chat_base: &Value, comp_base: &Value) {
     for (field, bads) in [
         (
             "n",
@@ -219,11 +246,13 @@ fn catalogue() -> Vec<Case> {
     out.push(case(
         "max_completion_tokens = 0",
         CHAT,
-        with(&chat_base, "max_completion_tokens", json!(0)),
+        with(chat_base, "max_completion_tokens", json!(0)),
         Some("max_completion_tokens"),
     ));
+}
 
-    // Upstream's common fields with the wrong types.
+/// Upstream's common fields with the wrong types.
+fn upstream_fields(out: &mut Vec<Case>, chat_base: &Value, comp_base: &Value) {
     for (field, bad) in [
         ("temperature", json!("hot")),
         ("top_p", json!("most")),
@@ -254,7 +283,7 @@ fn catalogue() -> Vec<Case> {
         out.push(case(
             format!("{field} = {bad}"),
             CHAT,
-            with(&chat_base, field, bad),
+            with(chat_base, field, bad),
             None,
         ));
     }
@@ -269,10 +298,15 @@ fn catalogue() -> Vec<Case> {
         out.push(case(
             format!("completion {field} = {bad}"),
             COMPLETE,
-            with(&comp_base, field, bad),
+            with(comp_base, field, bad),
             None,
         ));
     }
+    missing_or_unknown(out, chat_base, comp_base);
+}
+
+/// Required fields missing; models that are not served.
+fn missing_or_unknown(out: &mut Vec<Case>, chat_base: &Value, comp_base: &Value) {
     let mut missing = chat_base.clone();
     missing.as_object_mut().unwrap().remove("messages");
     out.push(case(
@@ -292,13 +326,13 @@ fn catalogue() -> Vec<Case> {
     out.push(case(
         "unknown model",
         CHAT,
-        with(&chat_base, "model", json!("no-such-model")),
+        with(chat_base, "model", json!("no-such-model")),
         Some("model"),
     ));
     out.push(case(
         "unknown model (completions)",
         COMPLETE,
-        with(&comp_base, "model", json!("/root/.cache")),
+        with(comp_base, "model", json!("/root/.cache")),
         Some("model"),
     ));
     out.push(case(
@@ -307,8 +341,10 @@ fn catalogue() -> Vec<Case> {
         json!({"model": "nope", "input": "Hi"}).to_string(),
         None,
     ));
+}
 
-    // Media at remote addresses and in local files (off by default).
+/// Media at remote addresses and in local files (off by default).
+fn media(out: &mut Vec<Case>, chat_base: &Value) {
     for (what, url) in [
         ("remote image", "http://127.0.0.1:9/x.png"),
         ("local image", "/etc/passwd"),
@@ -320,10 +356,15 @@ fn catalogue() -> Vec<Case> {
         out.push(case(
             what,
             CHAT,
-            with(&chat_base, "messages", msg),
+            with(chat_base, "messages", msg),
             Some("image_url"),
         ));
     }
+    responses_fields(out);
+}
+
+/// The Responses route's own fields, and `hlg` on a route that does not generate.
+fn responses_fields(out: &mut Vec<Case>) {
     out.push(case(
         "responses: hlg.toe = -2",
         RESPONSES,
@@ -379,6 +420,11 @@ fn catalogue() -> Vec<Case> {
         json!({"model": "default", "input": "Hi", "hlg": true}).to_string(),
         Some("hlg"),
     ));
+    responses_media(out);
+}
+
+/// A local image in a Responses input.
+fn responses_media(out: &mut Vec<Case>) {
     let input =
         json!([{"role": "user", "content": [{"type": "input_image", "image_url": "/etc/passwd"}]}]);
     out.push(case(
@@ -387,8 +433,10 @@ fn catalogue() -> Vec<Case> {
         json!({"model": "default", "input": input}).to_string(),
         Some("image_url"),
     ));
+}
 
-    // Wrong content types, on every generation route.
+/// Wrong content types, on every generation route.
+fn content_types(out: &mut Vec<Case>, chat_base: &Value) {
     for ct in [
         None,
         Some("text/plain"),
@@ -408,8 +456,10 @@ fn catalogue() -> Vec<Case> {
             out.push(c);
         }
     }
+}
 
-    // Wrong methods, unknown routes, upstream's management routes.
+/// Wrong methods, unknown routes, upstream's management routes.
+fn routes(out: &mut Vec<Case>, chat_base: &Value) {
     for method in ["GET", "PUT", "DELETE", "PATCH"] {
         for path in [CHAT, COMPLETE] {
             let mut c = case(format!("{method} {path}"), path, vec![], None);
@@ -449,8 +499,10 @@ fn catalogue() -> Vec<Case> {
     let mut c = case("GET /v1/system/info", "/v1/system/info", vec![], None);
     c.method = "GET";
     out.push(c);
+}
 
-    // A body over the 50 MiB limit, on each generation route.
+/// A body over the 50 MiB limit, on each generation route.
+fn huge_bodies(out: &mut Vec<Case>) {
     for path in [CHAT, COMPLETE] {
         let huge = format!(
             "{{\"model\":\"default\",\"prompt\":\"{}\"}}",
@@ -458,7 +510,6 @@ fn catalogue() -> Vec<Case> {
         );
         out.push(case(format!("51 MiB body ({path})"), path, huge, None));
     }
-    out
 }
 
 fn with_value(base: &Value, key: &str, v: Value) -> Value {
@@ -484,6 +535,33 @@ async fn send(client: &reqwest::Client, base: &str, c: &Case) -> Result<(u16, St
     Ok((status, resp.text().await.map_err(|e| format!("{e:?}"))?))
 }
 
+/// What is wrong with the answer to a bad request, if anything: not a 4xx, not in
+/// OpenAI's error shape, not naming what the case says, or showing a local path.
+fn check(c: &Case, status: u16, body: &str) -> Option<String> {
+    let head = || body.chars().take(300).collect::<String>();
+    if !(400..500).contains(&status) {
+        return Some(format!("{}: status {status}: {}", c.what, head()));
+    }
+    let v: Value = serde_json::from_str(body).unwrap_or_default();
+    let Some(msg) = v["error"]["message"].as_str().filter(|m| !m.is_empty()) else {
+        return Some(format!(
+            "{}: status {status} not in OpenAI's error shape: {}",
+            c.what,
+            head()
+        ));
+    };
+    let param = v["error"]["param"].as_str().unwrap_or("");
+    if let Some(n) = &c.names {
+        if !param.contains(n.as_str()) && !msg.contains(n.as_str()) {
+            return Some(format!("{}: the error does not name `{n}`: {body}", c.what));
+        }
+    }
+    if msg.contains("/root/") || msg.contains("/home/") || msg.contains(".cache/mistralrs-hlg") {
+        return Some(format!("{}: the error shows a local path: {msg}", c.what));
+    }
+    None
+}
+
 /// Runs `cases` against `s`, a good request after every 10th case; returns the number run.
 async fn run(s: &Server, cases: &[Case], good_auth: Option<&str>) -> usize {
     let client = reqwest::Client::new();
@@ -500,50 +578,7 @@ async fn run(s: &Server, cases: &[Case], good_auth: Option<&str>) -> usize {
     for (i, c) in cases.iter().enumerate() {
         match send(&client, &s.base, c).await {
             Err(e) => failures.push(format!("{}: dropped connection: {e}", c.what)),
-            Ok((status, body)) => {
-                if !(400..500).contains(&status) {
-                    failures.push(format!(
-                        "{}: status {status}: {}",
-                        c.what,
-                        body.chars().take(300).collect::<String>()
-                    ));
-                } else {
-                    match serde_json::from_str::<Value>(&body) {
-                        Ok(v)
-                            if v["error"]["message"]
-                                .as_str()
-                                .is_some_and(|m| !m.is_empty()) =>
-                        {
-                            let (param, msg) = (
-                                v["error"]["param"].as_str().unwrap_or(""),
-                                v["error"]["message"].as_str().unwrap_or(""),
-                            );
-                            if let Some(n) = &c.names {
-                                if !param.contains(n.as_str()) && !msg.contains(n.as_str()) {
-                                    failures.push(format!(
-                                        "{}: the error does not name `{n}`: {body}",
-                                        c.what
-                                    ));
-                                }
-                            }
-                            if msg.contains("/root/")
-                                || msg.contains("/home/")
-                                || msg.contains(".cache/mistralrs-hlg")
-                            {
-                                failures.push(format!(
-                                    "{}: the error shows a local path: {msg}",
-                                    c.what
-                                ));
-                            }
-                        }
-                        _ => failures.push(format!(
-                            "{}: status {status} not in OpenAI's error shape: {}",
-                            c.what,
-                            body.chars().take(300).collect::<String>()
-                        )),
-                    }
-                }
-            }
+            Ok((status, body)) => failures.extend(check(c, status, &body)),
         }
         if i % 10 == 9 {
             match send(&client, &s.base, &good).await {
@@ -589,15 +624,8 @@ async fn every_bad_request_is_a_named_4xx_and_the_server_keeps_serving() {
     s.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn with_a_key_every_route_but_health_wants_it() {
-    let opts = HlgServerOptions {
-        api_key: Some("sk-test-key".into()),
-        ..Default::default()
-    };
-    let s = Server::start(opts.router(engine().await).await.expect("router")).await;
-    let client = reqwest::Client::new();
-    let body = chat("Say hi.", 3, json!({"temperature": 0.0})).to_string();
+/// Every route with every wrong or missing `Authorization` header.
+fn keyless_cases(body: &str) -> Vec<Case> {
     let mut cases = vec![];
     for (method, path) in [
         ("POST", CHAT),
@@ -622,7 +650,7 @@ async fn with_a_key_every_route_but_health_wants_it() {
             let mut c = case(
                 format!("{method} {path} with {auth:?}"),
                 path,
-                body.clone(),
+                body,
                 Some("API key"),
             );
             c.method = method;
@@ -630,6 +658,19 @@ async fn with_a_key_every_route_but_health_wants_it() {
             cases.push(c);
         }
     }
+    cases
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_a_key_every_route_but_health_wants_it() {
+    let opts = HlgServerOptions {
+        api_key: Some("sk-test-key".into()),
+        ..Default::default()
+    };
+    let s = Server::start(opts.router(engine().await).await.expect("router")).await;
+    let client = reqwest::Client::new();
+    let body = chat("Say hi.", 3, json!({"temperature": 0.0})).to_string();
+    let cases = keyless_cases(&body);
     run(&s, &cases, Some("Bearer sk-test-key")).await;
     for c in &cases {
         let (status, _) = send(&client, &s.base, c).await.unwrap();

@@ -30,6 +30,17 @@ use crate::params::{Pivot, ToeShape};
 
 /// Applies `curve` to `logits` (`[V]` or `[B, V]`, a pivot per row) and returns a new
 /// tensor of the same shape, dtype and device.
+///
+/// ```
+/// use candle_core::{Device, Tensor};
+/// use mistralrs_hlg::{backend::candle::apply, HlgCurve};
+/// let x = Tensor::new(&[0.0f32, -1.0, -30.0], &Device::Cpu)?;
+/// let y: Vec<f32> = apply(&HlgCurve::default(), &x)?.to_vec1()?;
+/// let mut z = [0.0f32, -1.0, -30.0];
+/// HlgCurve::default().apply(&mut z);
+/// assert!(y.iter().zip(&z).all(|(a, b)| (a - b).abs() < 1e-4), "{y:?} vs the kernel's {z:?}");
+/// # Ok::<(), candle_core::Error>(())
+/// ```
 pub fn apply(curve: &HlgCurve, logits: &Tensor) -> candle_core::Result<Tensor> {
     if curve.is_identity() {
         return Ok(logits.clone());

@@ -32,6 +32,15 @@ type Result<T> = std::result::Result<T, Exception>;
 
 /// Applies `curve` to `logits` (`[V]` or `[B, V]`, a pivot per row) and returns a new
 /// array of the same shape and dtype, as lazy ops on the default device.
+///
+/// ```
+/// use mlx_rs::Array;
+/// use mistralrs_hlg::{backend::mlx::apply, HlgCurve};
+/// let y = apply(&HlgCurve::identity(), &Array::from_slice(&[1.0f32, -2.0], &[2]))?;
+/// y.eval()?;
+/// assert_eq!(y.as_slice::<f32>(), &[1.0, -2.0]);
+/// # Ok::<(), mlx_rs::error::Exception>(())
+/// ```
 pub fn apply(curve: &HlgCurve, logits: &Array) -> Result<Array> {
     if curve.is_identity() {
         return Ok(logits.clone());

@@ -114,6 +114,13 @@ impl HlgCurve {
     }
 
     /// This curve with another pivot mode.
+    ///
+    /// ```
+    /// use mistralrs_hlg::{HlgCurve, Pivot};
+    /// let c = HlgCurve::default().with_pivot(Pivot::Median);
+    /// assert_eq!(c.pivot(), Pivot::Median);
+    /// assert_eq!(c.pivot_of(&[2.0, 2.0]), Some(2.0)); // the mass median of equal logits
+    /// ```
     pub fn with_pivot(mut self, pivot: Pivot) -> Self {
         self.pivot = pivot;
         self
@@ -135,50 +142,108 @@ impl HlgCurve {
     }
 
     /// This curve with another mid width (nats, finite, `≥ 0`), or `None` for off.
+    ///
+    /// ```
+    /// use mistralrs_hlg::HlgCurve;
+    /// assert_eq!(HlgCurve::default().with_width(Some(1.5))?.width(), Some(1.5));
+    /// assert!(HlgCurve::default().with_width(None)?.is_identity());
+    /// assert_eq!(HlgCurve::default().with_width(Some(-1.0)).unwrap_err().param(), "hlg.width");
+    /// # Ok::<(), mistralrs_hlg::HlgError>(())
+    /// ```
     pub fn with_width(mut self, width: Option<f32>) -> Result<Self, HlgError> {
         self.width = checked(Field::Width, width)?;
         Ok(self)
     }
 
     /// This curve with another shoulder (nats, finite, `≥ MIN_BETA`), or `None` for off.
+    ///
+    /// ```
+    /// use mistralrs_hlg::HlgCurve;
+    /// assert_eq!(HlgCurve::default().with_shoulder(None)?.shoulder(), None);
+    /// assert!(HlgCurve::default().with_shoulder(Some(0.0)).is_err(), "below MIN_BETA");
+    /// # Ok::<(), mistralrs_hlg::HlgError>(())
+    /// ```
     pub fn with_shoulder(mut self, shoulder: Option<f32>) -> Result<Self, HlgError> {
         self.shoulder = checked(Field::Shoulder, shoulder)?;
         Ok(self)
     }
 
     /// This curve with another toe (nats, finite, `≥ MIN_BETA`), or `None` for off.
+    ///
+    /// ```
+    /// use mistralrs_hlg::HlgCurve;
+    /// assert_eq!(HlgCurve::default().with_toe(Some(3.5))?.toe(), Some(3.5));
+    /// assert!(HlgCurve::default().with_toe(Some(f32::NAN)).is_err());
+    /// # Ok::<(), mistralrs_hlg::HlgError>(())
+    /// ```
     pub fn with_toe(mut self, toe: Option<f32>) -> Result<Self, HlgError> {
         self.toe = checked(Field::Toe, toe)?;
         Ok(self)
     }
 
     /// This curve with another toe shape.
+    ///
+    /// ```
+    /// use mistralrs_hlg::{HlgCurve, ToeShape};
+    /// let c = HlgCurve::default().with_toe_shape(ToeShape::Log);
+    /// assert_eq!(c.toe_shape(), ToeShape::Log);
+    /// ```
     pub fn with_toe_shape(mut self, toe_shape: ToeShape) -> Self {
         self.toe_shape = toe_shape;
         self
     }
 
     /// The pivot mode.
+    ///
+    /// ```
+    /// use mistralrs_hlg::{HlgCurve, Pivot};
+    /// assert_eq!(HlgCurve::default().pivot(), Pivot::Top);
+    /// ```
     pub fn pivot(&self) -> Pivot {
         self.pivot
     }
     /// The pivot offset in nats (used by [`Pivot::Top`] only).
+    ///
+    /// ```
+    /// use mistralrs_hlg::{params::DEFAULT_PIVOT_OFFSET, HlgCurve};
+    /// assert_eq!(HlgCurve::default().pivot_offset(), DEFAULT_PIVOT_OFFSET);
+    /// ```
     pub fn pivot_offset(&self) -> f32 {
         self.pivot_offset
     }
     /// The mid width in nats, `None` when off.
+    ///
+    /// ```
+    /// use mistralrs_hlg::HlgCurve;
+    /// assert_eq!((HlgCurve::default().width(), HlgCurve::identity().width()), (Some(3.0), None));
+    /// ```
     pub fn width(&self) -> Option<f32> {
         self.width
     }
     /// The shoulder in nats, `None` when off.
+    ///
+    /// ```
+    /// use mistralrs_hlg::HlgCurve;
+    /// assert_eq!(HlgCurve::default().shoulder(), Some(2.0));
+    /// ```
     pub fn shoulder(&self) -> Option<f32> {
         self.shoulder
     }
     /// The toe in nats, `None` when off.
+    ///
+    /// ```
+    /// use mistralrs_hlg::HlgCurve;
+    /// assert_eq!(HlgCurve::default().toe(), Some(1.0));
+    /// ```
     pub fn toe(&self) -> Option<f32> {
         self.toe
     }
     /// The toe shape.
+    ///
+    /// ```
+    /// use mistralrs_hlg::{HlgCurve, ToeShape};
+    /// assert_eq!(HlgCurve::default().toe_shape(), ToeShape::Quadratic);
+    /// ```
     pub fn toe_shape(&self) -> ToeShape {
         self.toe_shape
     }

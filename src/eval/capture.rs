@@ -5,10 +5,11 @@ use std::io::{Read, Write};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use anyhow::{ensure, Context};
 use candle_core::Tensor;
 use mistralrs::{RequestBuilder, TextMessageRole};
 use serde::{Deserialize, Serialize};
+
+use super::EvalError;
 
 /// How the capture runs.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -76,40 +77,49 @@ impl Capture {
     }
 
     /// Writes `capture.json` and `logits.f32` (little-endian) into `dir`.
-    pub fn save(&self, dir: &Path) -> anyhow::Result<()> {
-        std::fs::create_dir_all(dir)?;
-        std::fs::write(
-            dir.join("capture.json"),
-            serde_json::to_string_pretty(self)?,
-        )?;
-        let mut f = std::io::BufWriter::new(std::fs::File::create(dir.join("logits.f32"))?);
-        for v in &self.logits {
-            f.write_all(&v.to_le_bytes())?;
-        }
-        f.flush()?;
-        Ok(())
+    pub fn save(&self, dir: &Path) -> Result<(), EvalError> {
+        std::fs::create_dir_all(dir).map_err(EvalError::io("creating", dir))?;
+        let meta = dir.join("capture.json");
+        let text = serde_json::to_string_pretty(self).expect("a capture serializes");
+        std::fs::write(&meta, text).map_err(EvalError::io("writing", &meta))?;
+        let path = dir.join("logits.f32");
+        let write = || -> std::io::Result<()> {
+            let mut f = std::io::BufWriter::new(std::fs::File::create(&path)?);
+            for v in &self.logits {
+                f.write_all(&v.to_le_bytes())?;
+            }
+            f.flush()
+        };
+        write().map_err(EvalError::io("writing", &path))
     }
 
     /// Reads what [`Capture::save`] wrote.
-    pub fn load(dir: &Path) -> anyhow::Result<Capture> {
+    pub fn load(dir: &Path) -> Result<Capture, EvalError> {
         let meta = dir.join("capture.json");
-        let text = std::fs::read_to_string(&meta).with_context(|| {
-            format!(
-                "reading {} (run `mistralrs-hlg eval capture` first)",
-                meta.display()
-            )
+        let text = std::fs::read_to_string(&meta).map_err(EvalError::io(
+            "reading (run `mistralrs-hlg eval capture` first)",
+            &meta,
+        ))?;
+        let mut c: Capture = serde_json::from_str(&text).map_err(|e| EvalError::Data {
+            path: meta.clone(),
+            problem: e.to_string(),
         })?;
-        let mut c: Capture =
-            serde_json::from_str(&text).with_context(|| format!("parsing {}", meta.display()))?;
+        let path = dir.join("logits.f32");
         let mut bytes = vec![];
-        std::fs::File::open(dir.join("logits.f32"))?.read_to_end(&mut bytes)?;
-        ensure!(
-            bytes.len() == c.rows.len() * c.vocab * 4,
-            "logits.f32 holds {} bytes, expected {} rows × {} × 4",
-            bytes.len(),
-            c.rows.len(),
-            c.vocab
-        );
+        std::fs::File::open(&path)
+            .and_then(|mut f| f.read_to_end(&mut bytes))
+            .map_err(EvalError::io("reading", &path))?;
+        if bytes.len() != c.rows.len() * c.vocab * 4 {
+            return Err(EvalError::Data {
+                problem: format!(
+                    "{} bytes, expected {} rows × {} × 4",
+                    bytes.len(),
+                    c.rows.len(),
+                    c.vocab
+                ),
+                path,
+            });
+        }
         c.logits = bytes
             .chunks_exact(4)
             .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
@@ -121,17 +131,18 @@ impl Capture {
 impl Capture {
     /// Appends one prompt's recorded `(step, logits)` rows; every row must have the
     /// vocabulary's length.
-    fn push_rows(&mut self, prompt: usize, rows: Vec<(usize, Vec<f32>)>) -> anyhow::Result<()> {
+    fn push_rows(&mut self, prompt: usize, rows: Vec<(usize, Vec<f32>)>) -> Result<(), EvalError> {
         for (step, x) in rows {
             if self.vocab == 0 {
                 self.vocab = x.len();
             }
-            ensure!(
-                x.len() == self.vocab,
-                "row of {} entries, expected {}",
-                x.len(),
-                self.vocab
-            );
+            if x.len() != self.vocab {
+                return Err(EvalError::Invalid(format!(
+                    "a row of {} logits, expected {}",
+                    x.len(),
+                    self.vocab
+                )));
+            }
             self.rows.push(Row { prompt, step });
             self.logits.extend(x);
         }
@@ -146,11 +157,12 @@ pub async fn capture(
     prompts: &[&str],
     config: &CaptureConfig,
     mut progress: impl FnMut(usize),
-) -> anyhow::Result<Capture> {
-    ensure!(
-        config.every >= 1 && config.max_tokens >= 1 && config.temperature > 0.0,
-        "capture: every >= 1, max_tokens >= 1, temperature > 0"
-    );
+) -> Result<Capture, EvalError> {
+    if !(config.every >= 1 && config.max_tokens >= 1 && config.temperature > 0.0) {
+        return Err(EvalError::Invalid(
+            "capture: every >= 1, max_tokens >= 1, temperature > 0".into(),
+        ));
+    }
     let mut out = Capture {
         config: config.clone(),
         vocab: 0,
@@ -182,7 +194,10 @@ pub async fn capture(
             .set_sampler_topp(1.0)
             .set_sampler_minp(0.0)
             .add_logits_processor(Arc::new(record));
-        let resp = model.send_chat_request(req).await?;
+        let resp = model
+            .send_chat_request(req)
+            .await
+            .map_err(EvalError::engine)?;
         out.texts.push(
             resp.choices
                 .first()
@@ -197,26 +212,24 @@ pub async fn capture(
 }
 
 /// The embedded model (or the GGUF at `path`) through mistral.rs's Rust API, on the CPU.
-pub async fn load_model(path: Option<&Path>) -> anyhow::Result<mistralrs::Model> {
+pub async fn load_model(path: Option<&Path>) -> Result<mistralrs::Model, EvalError> {
     let gguf = match path {
         Some(p) => p.to_path_buf(),
         None => crate::model::ensure_default_model()?,
     };
-    let dir = gguf
-        .parent()
-        .context("model path has no directory")?
-        .to_string_lossy()
-        .into_owned();
-    let file = gguf
-        .file_name()
-        .context("model path has no file name")?
-        .to_string_lossy()
-        .into_owned();
-    mistralrs::GgufModelBuilder::new(dir, vec![file])
+    let (Some(dir), Some(file)) = (gguf.parent(), gguf.file_name()) else {
+        return Err(EvalError::Invalid(format!(
+            "{}: not a path to a file",
+            gguf.display()
+        )));
+    };
+    let dir = dir.to_string_lossy().into_owned();
+    mistralrs::GgufModelBuilder::new(dir, vec![file.to_string_lossy().into_owned()])
         .with_token_source(mistralrs::TokenSource::None)
         .with_force_cpu()
         .build()
         .await
+        .map_err(EvalError::engine)
 }
 
 #[cfg(test)]

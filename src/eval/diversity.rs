@@ -9,6 +9,7 @@ use super::capture::Capture;
 use super::generate::{generate, Trace};
 use super::sampler::{match_entropy, mean_entropy, Sampler};
 use super::text::{distinct_n, pooled_entropy, self_bleu, words};
+use super::EvalError;
 use crate::config::RawValue;
 use crate::{HlgConfig, ToeShape};
 
@@ -20,7 +21,11 @@ pub const MIN_P: f64 = 0.05;
 /// The methods at one entropy level: plain temperature at `t`, and top-p, min-p and HLG
 /// (each toe shape, the other knobs from `hlg`) at the temperature that gives them the
 /// same mean entropy over `capture`. Returns each with its offline mean entropy.
-pub fn matched(capture: &Capture, t: f64, hlg: &HlgConfig) -> anyhow::Result<Vec<(Sampler, f64)>> {
+pub fn matched(
+    capture: &Capture,
+    t: f64,
+    hlg: &HlgConfig,
+) -> Result<Vec<(Sampler, f64)>, EvalError> {
     let rows = || (0..capture.rows.len()).map(|i| capture.row(i));
     let plain = Sampler::Temperature { t };
     let target = mean_entropy(&plain, rows());
@@ -141,7 +146,7 @@ pub async fn run_method(
     samples: usize,
     max_tokens: usize,
     mut progress: impl FnMut(),
-) -> anyhow::Result<MethodResult> {
+) -> Result<MethodResult, EvalError> {
     let (mut texts, mut traces) = (vec![], vec![]);
     for p in prompts {
         let (mut pt, mut ptr) = (vec![], vec![]);

@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use super::metrics::{log_softmax, TAIL};
 use super::sampler::{probs, Sampler};
+use super::EvalError;
 
 #[derive(Default)]
 struct State {
@@ -71,7 +72,7 @@ pub async fn generate(
     prompt: &str,
     sampler: &Sampler,
     max_tokens: usize,
-) -> anyhow::Result<(String, Trace)> {
+) -> Result<(String, Trace), EvalError> {
     let rec = Arc::new(Recorder {
         sampler: sampler.clone(),
         state: Mutex::default(),
@@ -84,7 +85,10 @@ pub async fn generate(
         .set_sampler_topp(1.0)
         .set_sampler_minp(0.0)
         .add_logits_processor(rec.clone());
-    let resp = model.send_chat_request(req).await?;
+    let resp = model
+        .send_chat_request(req)
+        .await
+        .map_err(EvalError::engine)?;
     let text = resp
         .choices
         .first()

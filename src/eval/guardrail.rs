@@ -6,6 +6,7 @@ use serde::Serialize;
 use super::generate::generate;
 use super::sampler::Sampler;
 use super::text::words;
+use super::EvalError;
 
 /// A question and its accepted answers (lower case; a multi-word answer must appear as
 /// consecutive words).
@@ -176,7 +177,7 @@ pub async fn run(
     samples: usize,
     max_tokens: usize,
     mut progress: impl FnMut(),
-) -> anyhow::Result<Accuracy> {
+) -> Result<Accuracy, EvalError> {
     let samples = if sampler.is_some() { samples.max(1) } else { 1 };
     let (mut replies, mut per_item) = (vec![], vec![]);
     for task in tasks {
@@ -188,7 +189,10 @@ pub async fn run(
                     let req = mistralrs::RequestBuilder::new()
                         .add_message(mistralrs::TextMessageRole::User, task.prompt)
                         .set_sampler_max_len(max_tokens);
-                    let resp = model.send_chat_request(req).await?;
+                    let resp = model
+                        .send_chat_request(req)
+                        .await
+                        .map_err(EvalError::engine)?;
                     resp.choices
                         .first()
                         .and_then(|c| c.message.content.clone())

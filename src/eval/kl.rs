@@ -7,6 +7,7 @@ use super::capture::Capture;
 use super::diversity::{MIN_P, TOP_P};
 use super::metrics::Stats;
 use super::sampler::{match_entropy, Sampler};
+use super::EvalError;
 use crate::config::RawValue;
 use crate::{HlgConfig, HlgCurve, ToeShape};
 
@@ -58,7 +59,7 @@ pub type SweepPoints = (&'static str, Vec<(String, ToeShape, HlgConfig)>);
 
 /// Every point of every sweep: per knob, `(value as text, toe shape, the curve's settings)`
 /// for each value × toe shape, from `base`.
-pub fn sweep_configs(base: &HlgConfig) -> anyhow::Result<Vec<SweepPoints>> {
+pub fn sweep_configs(base: &HlgConfig) -> Result<Vec<SweepPoints>, EvalError> {
     sweeps()
         .into_iter()
         .map(|sweep| {
@@ -168,7 +169,7 @@ pub fn characterise(
     t: f64,
     threads: usize,
     mut progress: impl FnMut(usize, usize),
-) -> anyhow::Result<Report> {
+) -> Result<Report, EvalError> {
     let configs = sweep_configs(base)?;
     let total: usize = configs.iter().map(|(_, p)| p.len()).sum();
     let mut done = 0;
@@ -233,7 +234,7 @@ pub fn characterise_matched(
     level: f64,
     threads: usize,
     mut progress: impl FnMut(usize, usize),
-) -> anyhow::Result<Matched> {
+) -> Result<Matched, EvalError> {
     let sub: Vec<usize> = (0..capture.rows.len()).step_by(3).collect();
     let rows = || sub.iter().map(|&i| capture.row(i));
     // The target on the same subsample the bisection measures.

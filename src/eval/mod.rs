@@ -1,10 +1,11 @@
-//! The evaluation of issue #8, as library code behind `mistralrs-hlg eval …`: logit
+//! The evaluation (docs/RESULTS.md), as library code behind `mistralrs-hlg eval …`: logit
 //! capture on the embedded model, the KL characterisation of every knob, and the plots.
 //! Outputs go under one directory (`eval-out/` by default). Results and the commands
 //! that reproduce them: `docs/RESULTS.md`.
 
 pub mod capture;
 pub mod diversity;
+mod error;
 pub mod generate;
 pub mod guardrail;
 pub mod kl;
@@ -15,3 +16,5 @@ pub mod prompts;
 pub mod report;
 pub mod sampler;
 pub mod text;
+
+pub use error::EvalError;

@@ -7,6 +7,7 @@ use std::time::Instant;
 use mistralrs::{RequestBuilder, TextMessageRole};
 use serde::Serialize;
 
+use super::EvalError;
 use crate::processor::HlgRequestExt;
 use crate::HlgCurve;
 
@@ -137,7 +138,7 @@ pub async fn run(
     rounds: usize,
     max_tokens: usize,
     mut progress: impl FnMut(),
-) -> anyhow::Result<(Vec<Vec<Sample>>, Vec<Summary>)> {
+) -> Result<(Vec<Vec<Sample>>, Vec<Summary>), EvalError> {
     let mut all = vec![];
     for r in 0..rounds {
         let mut round = vec![];
@@ -146,7 +147,10 @@ pub async fn run(
             for p in prompts {
                 let req = request(arm, p, curve, t, max_tokens);
                 let start = Instant::now();
-                let resp = model.send_chat_request(req).await?;
+                let resp = model
+                    .send_chat_request(req)
+                    .await
+                    .map_err(EvalError::engine)?;
                 let wall_s = start.elapsed().as_secs_f64();
                 let u = &resp.usage;
                 round.push(Sample {

@@ -33,6 +33,8 @@ use mistralrs_server_core::types::SharedMistralRsState;
 use tokio::sync::mpsc::{Receiver, WeakSender};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use super::ServerError;
+
 /// How the server lets the engine batch sequences (`--hlg-batching`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Batching {
@@ -92,7 +94,7 @@ pub const PROBE_TOLERANCE: f32 = 0.05;
 /// are forced to `a` and `b`. The logits of the second decode step of each row are
 /// recorded by a logits processor and compared with the single runs. Two forward passes
 /// per request, on the served model.
-pub async fn probe(mistralrs: &SharedMistralRsState) -> anyhow::Result<ProbeReport> {
+pub async fn probe(mistralrs: &SharedMistralRsState) -> Result<ProbeReport, ServerError> {
     let alone_a = probe_run(mistralrs, 1, [0, 0]).await?;
     let alone_b = probe_run(mistralrs, 1, [1, 1]).await?;
     let batched = probe_run(mistralrs, 2, [0, 1]).await?;
@@ -101,13 +103,15 @@ pub async fn probe(mistralrs: &SharedMistralRsState) -> anyhow::Result<ProbeRepo
     };
     let (Some((ta, la)), Some((tb, lb))) = (alone_a.first().cloned(), alone_b.first().cloned())
     else {
-        anyhow::bail!("the probe's single runs recorded no second step");
+        return Err(ServerError::Probe(
+            "the single runs recorded no second step".into(),
+        ));
     };
     let (Some(ba), Some(bb)) = (find(&batched, ta), find(&batched, tb)) else {
-        anyhow::bail!(
-            "the probe's batched run recorded {} rows, not the two forced ones",
+        return Err(ServerError::Probe(format!(
+            "the batched run recorded {} rows, not the two forced ones",
             batched.len()
-        );
+        )));
     };
     let diff = |x: &[f32], y: &[f32]| {
         x.iter()
@@ -131,7 +135,7 @@ async fn probe_run(
     mistralrs: &SharedMistralRsState,
     n: usize,
     force: [usize; 2],
-) -> anyhow::Result<Vec<(u32, Vec<f32>)>> {
+) -> Result<Vec<(u32, Vec<f32>)>, ServerError> {
     let recorder = Arc::new(ProbeProcessor {
         force,
         first_len: Mutex::new(None),
@@ -157,28 +161,28 @@ async fn probe_run(
     let mut request =
         NormalRequest::new_simple(message, params, tx, mistralrs.next_request_id(), None, None);
     request.logits_processors = Some(vec![recorder.clone()]);
+    let failed = |why: String| ServerError::Probe(format!("the request failed: {why}"));
     mistralrs
-        .get_sender(None)?
+        .get_sender(None)
+        .map_err(|e| failed(e.to_string()))?
         .send(Request::Normal(Box::new(request)))
         .await
-        .map_err(|_| anyhow::anyhow!("the engine is not running"))?;
-    let mut done = 0;
-    while done < 1 {
+        .map_err(|_| failed("the engine is not running".into()))?;
+    // One response ends the request: its completion or its error.
+    loop {
         match rx.recv().await {
-            Some(Response::CompletionDone(_)) => done += 1,
-            Some(Response::CompletionModelError(e, _)) => {
-                anyhow::bail!("probe request failed: {e}")
-            }
-            Some(Response::InternalError(e)) => anyhow::bail!("probe request failed: {e}"),
-            Some(Response::ValidationError(e)) => anyhow::bail!("probe request failed: {e}"),
+            Some(Response::CompletionDone(_)) => break,
+            Some(Response::CompletionModelError(e, _)) => return Err(failed(e)),
+            Some(Response::InternalError(e)) => return Err(failed(e.to_string())),
+            Some(Response::ValidationError(e)) => return Err(failed(e.to_string())),
             Some(_) => {}
-            None => anyhow::bail!("the engine dropped the probe request"),
+            None => return Err(failed("the engine dropped it".into())),
         }
     }
     let seen = recorder
         .seen
         .lock()
-        .map_err(|_| anyhow::anyhow!("probe state poisoned"))?
+        .map_err(|_| ServerError::Probe("its state was poisoned".into()))?
         .clone();
     Ok(seen)
 }

@@ -2,10 +2,11 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context};
 use mistralrs_core::{AutoDeviceMapParams, ModelDType, ModelSelected, TokenSource};
 use mistralrs_server_core::mistralrs_for_server_builder::MistralRsForServerBuilder;
 use mistralrs_server_core::types::SharedMistralRsState;
+
+use super::ServerError;
 
 /// Where the weights come from.
 #[derive(Clone, Debug, PartialEq)]
@@ -29,16 +30,17 @@ pub enum ModelSource {
 impl ModelSource {
     /// Resolves `--model`: a GGUF file, a directory holding exactly one GGUF file, or
     /// (with `gguf_file`) a hub repository id.
-    pub fn resolve(model: &str, gguf_file: Option<&str>) -> anyhow::Result<Self> {
+    pub fn resolve(model: &str, gguf_file: Option<&str>) -> Result<Self, ServerError> {
         let path = Path::new(model);
         if path.is_file() {
             let dir = path
                 .parent()
                 .map(Path::to_path_buf)
                 .unwrap_or_else(|| PathBuf::from("."));
+            // A path that is a file has a file name.
             let file = path
                 .file_name()
-                .context("model path has no file name")?
+                .unwrap_or_default()
                 .to_string_lossy()
                 .into_owned();
             return Ok(ModelSource::Local {
@@ -62,7 +64,10 @@ impl ModelSource {
         }
         match gguf_file {
             Some(f) => Ok(ModelSource::Hub { repo: model.to_string(), file: f.to_string() }),
-            None => bail!("--model {model}: no such file or directory (for a hub repository, name the file with --gguf-file)"),
+            None => Err(ServerError::Model {
+                path: model.into(),
+                problem: "no such file or directory (for a hub repository, name the file with --gguf-file)".into(),
+            }),
         }
     }
 }
@@ -85,23 +90,35 @@ impl ModelSource {
     }
 }
 
-fn single_gguf(dir: &Path) -> anyhow::Result<String> {
+fn single_gguf(dir: &Path) -> Result<String, ServerError> {
+    let io = |source| ServerError::Io {
+        what: "reading",
+        path: dir.to_path_buf(),
+        source,
+    };
     let mut found = vec![];
-    for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
-        let name = entry?.file_name().to_string_lossy().into_owned();
+    for entry in std::fs::read_dir(dir).map_err(io)? {
+        let name = entry
+            .map_err(io)?
+            .file_name()
+            .to_string_lossy()
+            .into_owned();
         if name.ends_with(".gguf") {
             found.push(name);
         }
     }
-    match found.len() {
-        1 => Ok(found.remove(0)),
-        0 => bail!("{}: no .gguf file in this directory", dir.display()),
-        _ => bail!(
-            "{}: several .gguf files ({}); name one with --gguf-file",
-            dir.display(),
+    let problem = match found.len() {
+        1 => return Ok(found.remove(0)),
+        0 => "no .gguf file in this directory".to_string(),
+        _ => format!(
+            "several .gguf files ({}); name one with --gguf-file",
             found.join(", ")
         ),
-    }
+    };
+    Err(ServerError::Model {
+        path: dir.to_path_buf(),
+        problem,
+    })
 }
 
 /// How the engine is built around the model.
@@ -144,7 +161,7 @@ impl EngineOptions {
 
 /// Loads the model on the CPU (or the best device with `cpu = false`), tokenizer and chat
 /// template from the GGUF metadata, no hub token.
-pub async fn load(source: &ModelSource, cpu: bool) -> anyhow::Result<SharedMistralRsState> {
+pub async fn load(source: &ModelSource, cpu: bool) -> Result<SharedMistralRsState, ServerError> {
     load_with(
         source,
         &EngineOptions {
@@ -162,7 +179,7 @@ pub async fn load(source: &ModelSource, cpu: bool) -> anyhow::Result<SharedMistr
 pub async fn load_with(
     source: &ModelSource,
     options: &EngineOptions,
-) -> anyhow::Result<SharedMistralRsState> {
+) -> Result<SharedMistralRsState, ServerError> {
     let on_cpu = options.on_cpu();
     let seed = match options.seed {
         Some(s) if on_cpu => {
@@ -198,7 +215,7 @@ pub async fn load_with(
         .with_prefix_cache_n(prefix_cache_n)
         .build()
         .await
-        .context("loading the model")
+        .map_err(ServerError::upstream("loading the model"))
 }
 
 #[cfg(test)]

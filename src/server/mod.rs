@@ -37,6 +37,7 @@ use crate::HlgError;
 
 mod choices;
 pub mod engine;
+mod error;
 pub mod load;
 pub mod openapi;
 mod options;
@@ -44,7 +45,13 @@ mod responses;
 pub mod security;
 
 pub use engine::{Batching, Gate};
-pub use options::{HlgFlags, HlgServerOptions, ModelHints, OptionError};
+pub use error::{ServerError, UpstreamError};
+/// Upstream's logging set-up, as `mistralrs serve` makes it: info by default, debug with
+/// `MISTRALRS_DEBUG=1` (the engine's own debug output too), `RUST_LOG` directives on top.
+pub use mistralrs_core::initialize_logging;
+pub use options::{
+    ConfigFileError, HlgFlags, HlgServerOptions, ModelHints, OptionError, ServeOptions,
+};
 
 /// The server's HLG defaults from `(flag, value)` pairs (flag names without `--`, or
 /// config-file keys), with the flag named in the error.
@@ -140,7 +147,7 @@ struct AppState {
 pub async fn router(
     mistralrs: SharedMistralRsState,
     defaults: HlgConfig,
-) -> anyhow::Result<Router> {
+) -> Result<Router, ServerError> {
     router_with(mistralrs, defaults, Choices::Split).await
 }
 
@@ -149,7 +156,7 @@ pub async fn router_with(
     mistralrs: SharedMistralRsState,
     defaults: HlgConfig,
     choices: Choices,
-) -> anyhow::Result<Router> {
+) -> Result<Router, ServerError> {
     router_with_backend(mistralrs, defaults, choices, Backend::Kernel).await
 }
 
@@ -159,7 +166,7 @@ pub async fn router_with_backend(
     defaults: HlgConfig,
     choices: Choices,
     backend: Backend,
-) -> anyhow::Result<Router> {
+) -> Result<Router, ServerError> {
     let router = router_with_gate(
         mistralrs,
         defaults,
@@ -182,11 +189,12 @@ pub async fn router_with_gate(
     choices: Choices,
     backend: Backend,
     gate: Gate,
-) -> anyhow::Result<Router> {
+) -> Result<Router, ServerError> {
     let upstream = MistralRsServerRouterBuilder::new()
         .with_mistralrs(mistralrs.clone())
         .build()
-        .await?;
+        .await
+        .map_err(ServerError::upstream("building upstream's router"))?;
     let upstream = engine::gated_upstream(upstream, gate.clone());
     let state = Arc::new(AppState {
         mistralrs,
@@ -223,14 +231,20 @@ pub async fn router_with_gate(
 }
 
 /// Binds `host:port` and serves `router` until the process ends.
-pub async fn serve(router: Router, host: &str, port: u16) -> anyhow::Result<()> {
-    let listener = tokio::net::TcpListener::bind((host, port)).await?;
-    tracing::info!(
-        "mistralrs-hlg listening on http://{}",
-        listener.local_addr()?
-    );
-    axum::serve(listener, router).await?;
-    Ok(())
+pub async fn serve(router: Router, host: &str, port: u16) -> Result<(), ServerError> {
+    let net = |what| {
+        move |source| ServerError::Net {
+            what,
+            addr: format!("{host}:{port}"),
+            source,
+        }
+    };
+    let listener = tokio::net::TcpListener::bind((host, port))
+        .await
+        .map_err(net("binding"))?;
+    let addr = listener.local_addr().map_err(net("binding"))?;
+    tracing::info!("mistralrs-hlg listening on http://{addr}");
+    axum::serve(listener, router).await.map_err(net("serving"))
 }
 
 async fn hlg_defaults(State(s): State<Arc<AppState>>) -> Json<HlgConfig> {

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::path::{Path, PathBuf};
 
 use clap::{Arg, ArgAction, ArgMatches, Args, Command, FromArgMatches};
 use mistralrs_server_core::types::SharedMistralRsState;
@@ -15,7 +16,7 @@ use crate::params::{Field, Kind};
 use crate::processor::{Backend, BackendError};
 use crate::{HlgConfig, HlgError};
 
-use super::{Batching, Choices};
+use super::{Batching, Choices, ServerError};
 
 /// A server option with a value it does not accept: the message names the flag (which is
 /// also the config-file key) and what it accepts.
@@ -246,6 +247,183 @@ pub struct HlgServerOptions {
     pub served_model_name: Option<String>,
 }
 
+/// Every option of `mistralrs-hlg serve`, for its command line (clap) and its config file
+/// (serde, [`ServeOptions::from_toml`]): upstream's `serve` options under upstream's
+/// names (`-m/--model-id`, `-f/--quantized-file`, `-p/--port`, `--seed`, `--cpu`,
+/// `--prefix-cache-n`), and the HLG options. The file's keys are the long flags
+/// (`port = 8080`, `hlg-toe = 3.0`; `_` for `-` accepted).
+///
+/// ```
+/// use clap::Parser;
+/// use mistralrs_hlg::server::ServeOptions;
+///
+/// #[derive(Parser)]
+/// struct Cli {
+///     #[command(flatten)]
+///     serve: ServeOptions,
+/// }
+/// let file = ServeOptions::from_toml("port = 8080\nhlg-toe = 2")?;
+/// let cli = Cli::try_parse_from(["serve", "--hlg-toe", "5"]).unwrap().serve;
+/// let both = cli.over(&file);
+/// assert_eq!(both.port, Some(8080));
+/// assert_eq!(both.hlg.flags.defaults()?.curve().toe(), Some(5.0));
+/// assert_eq!(
+///     ServeOptions::from_toml("hlg-tow = 2").unwrap_err().to_string(),
+///     "unknown key `hlg-tow`"
+/// );
+/// # Ok::<(), mistralrs_hlg::server::ServerError>(())
+/// ```
+#[derive(Args, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "kebab-case")]
+pub struct ServeOptions {
+    /// A GGUF file, a directory holding one, or a hub repository id (with
+    /// --quantized-file). Upstream's name; `--model` is the same.
+    #[arg(short = 'm', long = "model-id", alias = "model")]
+    #[serde(default, rename = "model-id", alias = "model")]
+    pub model: Option<String>,
+    /// The GGUF file name inside --model-id. Upstream's name; `--gguf-file` is the same.
+    #[arg(short = 'f', long = "quantized-file", alias = "gguf-file")]
+    #[serde(default, rename = "quantized-file", alias = "gguf-file")]
+    pub gguf_file: Option<String>,
+    /// The model's format, as upstream's `--format`: this server serves GGUF files only.
+    #[arg(long, value_parser = ["gguf"])]
+    #[serde(default)]
+    pub format: Option<String>,
+    /// Address to bind [default: 127.0.0.1].
+    #[arg(long)]
+    #[serde(default)]
+    pub host: Option<String>,
+    /// Port to bind [default: 1234].
+    #[arg(short = 'p', long)]
+    #[serde(default)]
+    pub port: Option<u16>,
+    /// Seed of the engine's device random number generator (as upstream's `--seed`; on a
+    /// GPU). The sampler's own generator starts from a fixed seed in every fresh engine
+    /// (mistral.rs 0.8.1), so a fresh server answers the same sequence of requests with
+    /// the same samples with or without this; no per-request seed exists. The CPU device
+    /// has no generator to seed: there the seed is noted and has no effect.
+    #[arg(long)]
+    #[serde(default)]
+    pub seed: Option<u64>,
+    /// A TOML file with the same keys as these flags (`hlg-toe = 3.0`, `port = 8080`);
+    /// flags win over it. (Not a key of the file itself.)
+    #[arg(long)]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+    /// Run on the CPU even when this build has an accelerator (upstream's `--cpu`). Without
+    /// it the engine takes CUDA (the `cuda` feature) or Metal (`metal`) when present, else
+    /// the CPU.
+    #[arg(long)]
+    #[serde(default)]
+    pub cpu: bool,
+    /// Finished sequences whose KV cache the engine keeps for prefix reuse (upstream's
+    /// flag; 0 turns it off). Default: 16 on an accelerator, 0 on the CPU, where
+    /// mistral.rs 0.8.1 never evicts them and memory would grow with every request.
+    #[arg(long)]
+    #[serde(default)]
+    pub prefix_cache_n: Option<usize>,
+    #[command(flatten)]
+    #[serde(flatten)]
+    #[allow(missing_docs)]
+    pub hlg: HlgServerOptions,
+}
+
+/// A config file that could not be used; the message names the file or the key.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigFileError {
+    /// The file could not be read.
+    #[error("reading {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// A key that is not one of the long flags.
+    #[error("unknown key `{0}`")]
+    UnknownKey(String),
+    /// Not TOML, or a value of the wrong type (`port = 70000`).
+    #[error("{0}")]
+    Toml(#[from] toml::de::Error),
+    /// One of the above, in the named file.
+    #[error("in {path}: {error}")]
+    In {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong in it.
+        error: Box<ConfigFileError>,
+    },
+}
+
+impl ServeOptions {
+    /// The options a config file sets; every key must be a long flag of these options.
+    pub fn from_toml(text: &str) -> Result<ServeOptions, ConfigFileError> {
+        let table: toml::Table = text.parse()?;
+        let known = Self::file_keys();
+        let mut normal = toml::Table::new();
+        for (key, value) in table {
+            let key = key.replace('_', "-");
+            if !known.contains(&key) {
+                return Err(ConfigFileError::UnknownKey(key));
+            }
+            normal.insert(key, value);
+        }
+        Ok(ServeOptions::deserialize(toml::Value::Table(normal))?)
+    }
+
+    /// [`Self::from_toml`] of a file; the error names it.
+    pub fn read(path: &Path) -> Result<ServeOptions, ConfigFileError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigFileError::Read {
+            path: path.into(),
+            source,
+        })?;
+        Self::from_toml(&text).map_err(|e| ConfigFileError::In {
+            path: path.into(),
+            error: Box::new(e),
+        })
+    }
+
+    /// The keys a config file may hold: every long flag and its aliases but `--config`,
+    /// from the command line's own declaration.
+    pub fn file_keys() -> Vec<String> {
+        let cmd = Self::augment_args(Command::new("serve"));
+        cmd.get_arguments()
+            .filter(|a| a.get_long() != Some("config"))
+            .flat_map(|a| {
+                let aliases = a.get_all_aliases().unwrap_or_default();
+                a.get_long().into_iter().chain(aliases).map(String::from)
+            })
+            .collect()
+    }
+
+    /// These options over `base` (each one that is set wins), e.g. a command line over its
+    /// config file.
+    pub fn over(&self, base: &ServeOptions) -> ServeOptions {
+        ServeOptions {
+            model: self.model.clone().or_else(|| base.model.clone()),
+            gguf_file: self.gguf_file.clone().or_else(|| base.gguf_file.clone()),
+            format: self.format.clone().or_else(|| base.format.clone()),
+            host: self.host.clone().or_else(|| base.host.clone()),
+            port: self.port.or(base.port),
+            seed: self.seed.or(base.seed),
+            config: self.config.clone().or_else(|| base.config.clone()),
+            cpu: self.cpu || base.cpu,
+            prefix_cache_n: self.prefix_cache_n.or(base.prefix_cache_n),
+            hlg: self.hlg.over(&base.hlg),
+        }
+    }
+
+    /// Every HLG value checked, before a model loads: the error names the flag.
+    pub fn check(&self) -> Result<(), OptionError> {
+        self.hlg.flags.defaults()?;
+        self.hlg.backend()?;
+        self.hlg.choices()?;
+        self.hlg.batching()?;
+        Ok(())
+    }
+}
+
 /// What the server knows of the model from its file, beyond what the engine says.
 #[derive(Clone, Debug, Default)]
 pub struct ModelHints {
@@ -316,7 +494,10 @@ impl HlgServerOptions {
     /// The whole router (see [`super::router`]) with these options, every value checked
     /// first: an error names the flag and the accepted values. With `--hlg-batching auto`
     /// the engine is probed first ([`super::engine::probe`]).
-    pub async fn router(&self, mistralrs: SharedMistralRsState) -> anyhow::Result<axum::Router> {
+    pub async fn router(
+        &self,
+        mistralrs: SharedMistralRsState,
+    ) -> Result<axum::Router, ServerError> {
         self.router_for(mistralrs, ModelHints::default()).await
     }
 
@@ -325,7 +506,7 @@ impl HlgServerOptions {
         &self,
         mistralrs: SharedMistralRsState,
         hints: ModelHints,
-    ) -> anyhow::Result<axum::Router> {
+    ) -> Result<axum::Router, ServerError> {
         let ModelHints { eos, name } = hints;
         let defaults = self.flags.defaults()?;
         let backend = self.backend()?;
@@ -336,7 +517,7 @@ impl HlgServerOptions {
         } else {
             Choices::Batched
         });
-        tracing::info!(hlg = %serde_json::to_string(&defaults.resolved(false))?, ?backend, ?choices, serial, "HLG sampling");
+        tracing::info!(hlg = %serde_json::to_value(defaults.resolved(false)).unwrap_or_default(), ?backend, ?choices, serial, "HLG sampling");
         let exposure = self.exposure();
         tracing::info!(
             api_key = exposure.has_api_key(),
@@ -358,7 +539,7 @@ impl HlgServerOptions {
         if served != internal {
             mistralrs
                 .register_model_alias(served.clone(), &internal)
-                .map_err(anyhow::Error::msg)?;
+                .map_err(ServerError::upstream("registering the served model name"))?;
         }
         tracing::info!(model = %served, "serving the model as");
         let router = super::router_with_gate(
@@ -468,5 +649,99 @@ mod tests {
         assert_eq!(merged.flags.get(Field::Toe), Some(&RawValue::Number(5.0)));
         assert_eq!(merged.flags.get(Field::Width), Some(&RawValue::Number(1.0)));
         assert_eq!(merged.choices(), Ok(Some(Choices::Batched)));
+    }
+
+    #[test]
+    fn config_file_sets_serve_options_and_flags_win() {
+        let file = ServeOptions::from_toml("model = \"m.gguf\"\nport = 8080\nhlg-sampling = \"on\"\nhlg-toe = 2\nhlg-n-choices = \"batched\"").unwrap();
+        assert_eq!(
+            (file.model.as_deref(), file.port),
+            (Some("m.gguf"), Some(8080))
+        );
+        let args = parse(["serve", "--hlg-toe", "5", "--hlg-width", "off"]).unwrap();
+        let hlg = args.hlg.over(&file.hlg);
+        let cfg = hlg.flags.defaults().unwrap();
+        assert_eq!(cfg.enabled(), Some(true));
+        assert_eq!((cfg.curve().toe(), cfg.curve().width()), (Some(5.0), None));
+        assert_eq!(hlg.choices(), Ok(Some(Choices::Batched)));
+        assert_eq!(hlg.flags.get(Field::Toe), Some(&RawValue::Number(5.0)));
+    }
+
+    #[test]
+    fn upstream_flag_names() {
+        let args = parse([
+            "serve",
+            "-p",
+            "8080",
+            "--seed",
+            "1",
+            "-m",
+            "/m",
+            "-f",
+            "x.gguf",
+            "--format",
+            "gguf",
+            "--cpu",
+            "--prefix-cache-n",
+            "4",
+        ])
+        .unwrap();
+        assert_eq!((args.port, args.seed), (Some(8080), Some(1)));
+        assert_eq!(
+            (args.cpu, args.prefix_cache_n, args.format.as_deref()),
+            (true, Some(4), Some("gguf"))
+        );
+        assert!(
+            parse(["serve", "--format", "safetensors"]).is_err(),
+            "only gguf is served"
+        );
+        assert_eq!(
+            (args.model.as_deref(), args.gguf_file.as_deref()),
+            (Some("/m"), Some("x.gguf"))
+        );
+        let old = parse([
+            "serve",
+            "--port",
+            "9",
+            "--model",
+            "/m",
+            "--gguf-file",
+            "y.gguf",
+        ])
+        .unwrap();
+        assert_eq!(
+            (old.port, old.model.as_deref(), old.gguf_file.as_deref()),
+            (Some(9), Some("/m"), Some("y.gguf"))
+        );
+        let file = ServeOptions::from_toml("model-id = \"/m\"\nquantized-file = \"z.gguf\"\nseed = 3\ncpu = true\nprefix-cache-n = 0").unwrap();
+        assert_eq!(
+            (file.model.as_deref(), file.gguf_file.as_deref(), file.seed),
+            (Some("/m"), Some("z.gguf"), Some(3))
+        );
+        assert_eq!((file.cpu, file.prefix_cache_n), (true, Some(0)));
+    }
+
+    #[test]
+    fn config_file_errors_name_the_key() {
+        let e = ServeOptions::from_toml("hlg-tow = 2").unwrap_err();
+        assert_eq!(e.to_string(), "unknown key `hlg-tow`");
+        let e = ServeOptions::from_toml("port = 70000").unwrap_err();
+        assert!(e.to_string().contains("port"), "{e}");
+        let file = ServeOptions::from_toml("hlg-width = -1").unwrap();
+        assert_eq!(
+            file.hlg.flags.defaults().unwrap_err().to_string(),
+            r#"--hlg-width: `hlg.width` must be a number in [0, 1000] or "off", got -1"#
+        );
+    }
+
+    /// The flags parse on the subcommand as a user types them.
+    #[derive(clap::Parser)]
+    struct ServeOnly {
+        #[command(flatten)]
+        serve: ServeOptions,
+    }
+
+    fn parse<const N: usize>(argv: [&str; N]) -> Result<ServeOptions, clap::Error> {
+        <ServeOnly as clap::Parser>::try_parse_from(argv).map(|s| s.serve)
     }
 }

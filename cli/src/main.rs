@@ -22,7 +22,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Run the OpenAI-compatible server (the embedded SmolLM2-135M when no model is named).
-    Serve(serve::ServeArgs),
+    Serve(mistralrs_hlg::server::ServeOptions),
     /// Fetch the embedded default model into the cache and print its path.
     FetchModel,
     /// Print the curve g₁(z) for each toe shape as a table, or draw it as SVG.
@@ -32,9 +32,7 @@ enum Cmd {
 }
 
 fn main() -> anyhow::Result<()> {
-    // Upstream's set-up: info by default, debug with MISTRALRS_DEBUG=1 (which also turns
-    // on the engine's own debug output), RUST_LOG directives on top.
-    mistralrs_core::initialize_logging();
+    mistralrs_hlg::server::initialize_logging();
     match Cli::parse().cmd {
         Cmd::Serve(args) => tokio::runtime::Runtime::new()?.block_on(serve::run(args)),
         Cmd::FetchModel => {
