@@ -7,12 +7,13 @@
 //!   every token when top-k is off;
 //! - `select_nth_k40`: a partial selection for top-k = 40.
 //!
-//! Run: `cargo bench --bench kernel --features candle`.
+//! Run: `cargo bench -p mistralrs-hlg --bench kernel --features candle`.
 
 use std::hint::black_box;
 
 use candle_core::{Device, Tensor};
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use criterion::measurement::WallTime;
+use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput};
 use mistralrs_hlg::{HlgCurve, Pivot, ToeShape};
 
 mod common;
@@ -24,67 +25,13 @@ fn bench(c: &mut Criterion) {
         let mut g = c.benchmark_group(format!("V={v}"));
         g.throughput(Throughput::Elements(v as u64));
         g.sample_size(60);
-
+        let t = Tensor::from_slice(&x, v, &Device::Cpu).unwrap();
+        host_work(&mut g, &x, &t);
         // Every case works on buffers allocated once and kept warm, and includes the
         // copy of the input into its buffer: `copy` alone is the floor, and the cost of a
         // transform is its time minus `copy`.
         let mut dst = vec![0f32; v];
-        g.bench_function("copy", |b| b.iter(|| dst.copy_from_slice(black_box(&x))));
-
-        let t = Tensor::from_slice(&x, v, &Device::Cpu).unwrap();
-        g.bench_function("softmax", |b| {
-            b.iter(|| candle_nn::ops::softmax_last_dim(black_box(&t)).unwrap())
-        });
-
-        let mut pairs: Vec<(u32, f32)> = vec![(0, 0.0); v];
-        let refill = |pairs: &mut Vec<(u32, f32)>| {
-            for (i, (p, &xv)) in pairs.iter_mut().zip(&x).enumerate() {
-                *p = (i as u32, xv);
-            }
-        };
-        g.bench_function("sort", |b| {
-            b.iter(|| {
-                refill(&mut pairs);
-                pairs.sort_unstable_by(|a, b| b.1.total_cmp(&a.1));
-            })
-        });
-        g.bench_function("select_nth_k40", |b| {
-            b.iter(|| {
-                refill(&mut pairs);
-                pairs.select_nth_unstable_by(39, |a, b| b.1.total_cmp(&a.1));
-            })
-        });
-
-        // The shipped knobs, each toe shape named explicitly.
-        let top = HlgCurve::default().with_toe_shape(ToeShape::Log);
-        let mut curves = vec![
-            ("hlg_top_log", top),
-            ("hlg_top_quadratic", top.with_toe_shape(ToeShape::Quadratic)),
-            ("hlg_top_exp", top.with_toe_shape(ToeShape::Exp)),
-            ("hlg_entropy_log", top.with_pivot(Pivot::Entropy)),
-            ("hlg_median_log", top.with_pivot(Pivot::Median)),
-        ];
-        if v == 262_144 {
-            for s in [ToeShape::Quadratic, ToeShape::Exp] {
-                curves.push((
-                    if s == ToeShape::Exp {
-                        "hlg_entropy_exp"
-                    } else {
-                        "hlg_entropy_quadratic"
-                    },
-                    top.with_pivot(Pivot::Entropy).with_toe_shape(s),
-                ));
-                curves.push((
-                    if s == ToeShape::Exp {
-                        "hlg_median_exp"
-                    } else {
-                        "hlg_median_quadratic"
-                    },
-                    top.with_pivot(Pivot::Median).with_toe_shape(s),
-                ));
-            }
-        }
-        for (name, curve) in curves {
+        for (name, curve) in curves(v == 262_144) {
             g.bench_function(name, |b| {
                 b.iter(|| {
                     dst.copy_from_slice(&x);
@@ -93,12 +40,55 @@ fn bench(c: &mut Criterion) {
             });
         }
         if v == 262_144 {
+            let top = HlgCurve::default().with_toe_shape(ToeShape::Log);
             g.bench_function("candle_backend_top_log", |b| {
                 b.iter(|| mistralrs_hlg::backend::candle::apply(&top, black_box(&t)).unwrap())
             });
         }
         g.finish();
     }
+}
+
+/// What the host already does per token: copy, softmax, sort, select.
+fn host_work(g: &mut BenchmarkGroup<'_, WallTime>, x: &[f32], t: &Tensor) {
+    let mut dst = vec![0f32; x.len()];
+    g.bench_function("copy", |b| b.iter(|| dst.copy_from_slice(black_box(x))));
+    g.bench_function("softmax", |b| {
+        b.iter(|| candle_nn::ops::softmax_last_dim(black_box(t)).unwrap())
+    });
+    let mut pairs: Vec<(u32, f32)> = vec![(0, 0.0); x.len()];
+    let refill = |pairs: &mut Vec<(u32, f32)>| {
+        for (i, (p, &xv)) in pairs.iter_mut().zip(x).enumerate() {
+            *p = (i as u32, xv);
+        }
+    };
+    g.bench_function("sort", |b| {
+        b.iter(|| {
+            refill(&mut pairs);
+            pairs.sort_unstable_by(|a, b| b.1.total_cmp(&a.1));
+        })
+    });
+    g.bench_function("select_nth_k40", |b| {
+        b.iter(|| {
+            refill(&mut pairs);
+            pairs.select_nth_unstable_by(39, |a, b| b.1.total_cmp(&a.1));
+        })
+    });
+}
+
+/// The shipped knobs per pivot mode and toe shape (`hlg_<pivot>_<shape>`): every pair
+/// when `all`, else the `top` pivot with each shape and each pivot with the `log` toe.
+fn curves(all: bool) -> Vec<(String, HlgCurve)> {
+    let mut out = vec![];
+    for pivot in Pivot::ALL {
+        for shape in ToeShape::ALL {
+            if all || pivot == Pivot::Top || shape == ToeShape::Log {
+                let curve = HlgCurve::default().with_pivot(pivot).with_toe_shape(shape);
+                out.push((format!("hlg_{pivot}_{shape}"), curve));
+            }
+        }
+    }
+    out
 }
 
 criterion_group!(benches, bench);

@@ -38,12 +38,25 @@ async fn main() -> anyhow::Result<()> {
     anyhow::ensure!(status.is_success(), "chat: {status}: {v}");
     println!("chat: {}", v["choices"][0]["message"]["content"]);
 
-    // Streamed: each `data:` line is one chunk; a chunk of the body may hold several lines
-    // or end inside one, so lines are cut from a buffer.
+    // The same, streamed.
     let mut streamed = chat.clone();
     streamed["stream"] = json!(true);
-    let mut resp = post("/v1/chat/completions", &streamed).send().await?;
+    let resp = post("/v1/chat/completions", &streamed).send().await?;
     anyhow::ensure!(resp.status().is_success(), "stream: {}", resp.status());
+    print_stream(resp).await?;
+
+    let responses = json!({"model": "default", "input": "Name three fruits.", "max_output_tokens": 32, "temperature": 0.8, "hlg": hlg});
+    let resp = post("/v1/responses", &responses).send().await?;
+    let status = resp.status();
+    let v: Value = resp.json().await?;
+    anyhow::ensure!(status.is_success(), "responses: {status}: {v}");
+    println!("responses: {}", v["output_text"]);
+    Ok(())
+}
+
+/// Prints a chat stream's text as it arrives. Each `data:` line is one chunk; a chunk of
+/// the body may hold several lines or end inside one, so lines are cut from a buffer.
+async fn print_stream(mut resp: reqwest::Response) -> anyhow::Result<()> {
     let mut buf = String::new();
     print!("stream: ");
     while let Some(bytes) = resp.chunk().await? {
@@ -69,12 +82,5 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     println!();
-
-    let responses = json!({"model": "default", "input": "Name three fruits.", "max_output_tokens": 32, "temperature": 0.8, "hlg": hlg});
-    let resp = post("/v1/responses", &responses).send().await?;
-    let status = resp.status();
-    let v: Value = resp.json().await?;
-    anyhow::ensure!(status.is_success(), "responses: {status}: {v}");
-    println!("responses: {}", v["output_text"]);
     Ok(())
 }

@@ -57,6 +57,12 @@ pub struct HlgProcessor {
 }
 
 /// Which implementation of the curve a processor runs.
+///
+/// ```
+/// use mistralrs_hlg::{processor::{Backend, HlgProcessor}, HlgCurve};
+/// assert_eq!(Backend::default(), Backend::Kernel);
+/// assert_eq!(HlgProcessor::new(HlgCurve::default()).backend(), Backend::Kernel);
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Backend {
@@ -71,6 +77,14 @@ pub enum Backend {
 }
 
 /// A backend name that this build cannot run.
+///
+/// ```
+/// use mistralrs_hlg::processor::{Backend, BackendError};
+/// let e = Backend::parse("cuda").unwrap_err();
+/// assert_eq!(e.to_string(), r#"expected "kernel" or "mlx", got "cuda""#);
+/// # #[cfg(not(feature = "mlx"))]
+/// assert_eq!(Backend::parse("mlx"), Err(BackendError::MlxNotBuilt));
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum BackendError {
@@ -84,6 +98,11 @@ pub enum BackendError {
 
 impl Backend {
     /// The accepted names, in words.
+    ///
+    /// ```
+    /// use mistralrs_hlg::processor::Backend;
+    /// assert!(Backend::parse("metal").unwrap_err().to_string().contains(Backend::EXPECTED));
+    /// ```
     pub const EXPECTED: &'static str = r#""kernel" or "mlx""#;
 
     /// The backend named `kernel` or `mlx`.
@@ -107,6 +126,12 @@ impl Backend {
 
 impl HlgProcessor {
     /// A processor for this curve, on the slice kernel.
+    ///
+    /// ```
+    /// use mistralrs_hlg::{processor::HlgProcessor, HlgCurve};
+    /// let p = HlgProcessor::new(HlgCurve::identity());
+    /// assert!(p.curve().is_identity());
+    /// ```
     pub fn new(curve: HlgCurve) -> Self {
         HlgProcessor {
             curve,
@@ -115,16 +140,34 @@ impl HlgProcessor {
     }
 
     /// A processor for this curve on the given backend.
+    ///
+    /// ```
+    /// use mistralrs_hlg::{processor::{Backend, HlgProcessor}, HlgCurve};
+    /// let p = HlgProcessor::with_backend(HlgCurve::default(), Backend::Kernel);
+    /// assert_eq!(p.backend(), Backend::Kernel);
+    /// ```
     pub fn with_backend(curve: HlgCurve, backend: Backend) -> Self {
         HlgProcessor { curve, backend }
     }
 
     /// The curve it applies.
+    ///
+    /// ```
+    /// use mistralrs_hlg::{processor::HlgProcessor, HlgCurve};
+    /// let curve = HlgCurve::default().with_toe(Some(2.0))?;
+    /// assert_eq!(HlgProcessor::new(curve).curve().toe(), Some(2.0));
+    /// # Ok::<(), mistralrs_hlg::HlgError>(())
+    /// ```
     pub fn curve(&self) -> &HlgCurve {
         &self.curve
     }
 
     /// Where it runs the curve.
+    ///
+    /// ```
+    /// use mistralrs_hlg::{processor::{Backend, HlgProcessor}, HlgCurve};
+    /// assert_eq!(HlgProcessor::new(HlgCurve::default()).backend(), Backend::Kernel);
+    /// ```
     pub fn backend(&self) -> Backend {
         self.backend
     }
@@ -216,6 +259,18 @@ fn apply_mlx(curve: &HlgCurve, logits: &Tensor) -> candle_core::Result<Tensor> {
 }
 
 /// What arming did to a request.
+///
+/// ```
+/// use mistralrs_core::{NormalRequest, Request, RequestMessage, SamplingParams};
+/// use mistralrs_hlg::{processor::{arm_request, Armed}, HlgCurve};
+///
+/// let (tx, _rx) = tokio::sync::mpsc::channel(1);
+/// let mut params = SamplingParams::neutral();
+/// params.temperature = Some(0.0);
+/// let msg = RequestMessage::Completion { text: "Hi".into(), echo_prompt: false, best_of: None };
+/// let mut req = Request::Normal(Box::new(NormalRequest::new_simple(msg, params, tx, 0, None, None)));
+/// assert_eq!(arm_request(&mut req, &HlgCurve::default()), Armed::Greedy);
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum Armed {
@@ -232,6 +287,19 @@ pub enum Armed {
 }
 
 /// The temperature mistral.rs 0.8.1 samples at when a request names none.
+///
+/// ```
+/// use mistralrs_core::{NormalRequest, Request, RequestMessage, SamplingParams};
+/// use mistralrs_hlg::{processor::{arm_request, Armed, HOST_DEFAULT_TEMPERATURE}, HlgCurve};
+///
+/// assert_eq!(HOST_DEFAULT_TEMPERATURE, 1.0);
+/// // No temperature: sampled at the host's default, so armed.
+/// let (tx, _rx) = tokio::sync::mpsc::channel(1);
+/// let params = SamplingParams { temperature: None, ..SamplingParams::neutral() };
+/// let msg = RequestMessage::Completion { text: "Hi".into(), echo_prompt: false, best_of: None };
+/// let mut req = Request::Normal(Box::new(NormalRequest::new_simple(msg, params, tx, 0, None, None)));
+/// assert!(matches!(arm_request(&mut req, &HlgCurve::default()), Armed::Installed { .. }));
+/// ```
 pub const HOST_DEFAULT_TEMPERATURE: f64 = 1.0;
 
 /// Installs the HLG processor on a request and turns off top-k / top-p / min-p, unless
@@ -254,6 +322,21 @@ pub fn arm_request(request: &mut Request, curve: &HlgCurve) -> Armed {
 }
 
 /// [`arm_request`] with the processor on the given backend.
+///
+/// ```
+/// use mistralrs_core::{NormalRequest, Request, RequestMessage, SamplingParams};
+/// use mistralrs_hlg::{processor::{arm_request_with, Armed, Backend}, HlgCurve};
+///
+/// let (tx, _rx) = tokio::sync::mpsc::channel(1);
+/// let params = SamplingParams { temperature: Some(0.9), top_k: Some(40), min_p: Some(0.05), ..SamplingParams::neutral() };
+/// let msg = RequestMessage::Completion { text: "Hi".into(), echo_prompt: false, best_of: None };
+/// let mut req = Request::Normal(Box::new(NormalRequest::new_simple(msg, params, tx, 0, None, None)));
+/// let armed = arm_request_with(&mut req, &HlgCurve::default(), Backend::Kernel);
+/// assert_eq!(armed, Armed::Installed { dropped: vec!["top_k", "min_p"] });
+/// let Request::Normal(n) = &req else { unreachable!() };
+/// assert_eq!((n.sampling_params.top_k, n.sampling_params.min_p), (None, None));
+/// assert_eq!(n.logits_processors.as_ref().map(Vec::len), Some(1));
+/// ```
 pub fn arm_request_with(request: &mut Request, curve: &HlgCurve, backend: Backend) -> Armed {
     match request {
         Request::Normal(normal) => arm_normal(normal, curve, backend),
@@ -292,6 +375,17 @@ fn arm_normal(req: &mut NormalRequest, curve: &HlgCurve, backend: Backend) -> Ar
 }
 
 /// HLG for mistral.rs's Rust API: one call on a [`mistralrs::RequestBuilder`].
+///
+/// ```
+/// use mistralrs::{RequestBuilder, TextMessageRole};
+/// use mistralrs_hlg::{processor::HlgRequestExt, HlgCurve};
+///
+/// // Builds the request: temperature 0.8 as the mid gain, top-k / top-p / min-p off, the
+/// // processor added (send it with `model.send_chat_request`).
+/// let _request = RequestBuilder::new()
+///     .add_message(TextMessageRole::User, "Name a colour.")
+///     .with_hlg(HlgCurve::default(), 0.8);
+/// ```
 pub trait HlgRequestExt: Sized {
     /// Samples at `temperature` (the mid gain) through `curve`, with top-k, top-p and
     /// min-p off. A temperature of 0 stays greedy and installs nothing.

@@ -36,6 +36,12 @@ pub enum EvalCmd {
     /// KL(temperature ‖ HLG), entropy, top-token mass and tail mass for every knob and
     /// toe shape over the captured logits: OUT/kl.json, OUT/kl.md, OUT/kl-<knob>.svg.
     Kl(KlArgs),
+    /// Offline screening at matched entropy (issue #19): temperature, top-p, min-p and
+    /// top-nσ over their knobs and --hlg-settings HLG settings of a seeded search, each at
+    /// the temperature that gives plain temperature's mean entropy at each --levels T.
+    /// Resumable: OUT/frontier/level-<T>.json per level, a level already there is kept.
+    /// OUT/frontier.md, OUT/frontier.svg, OUT/frontier-candidates.json.
+    Frontier(FrontierArgs),
     /// Diversity at matched entropy: temperature, top-p 0.9, min-p 0.05 and HLG (each toe
     /// shape), each at the temperature that gives it plain temperature's mean entropy at
     /// --level (matched on the captured logits); open-ended prompts × --samples each.
@@ -88,6 +94,28 @@ pub struct KlArgs {
     /// The other knobs' values while one is swept (the built-in defaults otherwise).
     #[command(flatten)]
     hlg: HlgFlags,
+}
+
+/// `eval frontier`.
+#[derive(Args)]
+pub struct FrontierArgs {
+    #[command(flatten)]
+    out: EvalOut,
+    /// The entropy levels: plain temperature's mean entropy at each T, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "0.8,1.0,1.3")]
+    levels: Vec<f64>,
+    /// HLG settings drawn by the search (beside the shipped knobs).
+    #[arg(long, default_value_t = 240)]
+    hlg_settings: usize,
+    /// The search's seed.
+    #[arg(long, default_value_t = 19)]
+    seed: u64,
+    /// HLG candidates to list for the online runs.
+    #[arg(long, default_value_t = 6)]
+    candidates: usize,
+    /// Worker threads [default: the machine's available parallelism].
+    #[arg(long)]
+    threads: Option<usize>,
 }
 
 /// `eval diversity`.
@@ -169,6 +197,7 @@ pub fn run(cmd: EvalCmd) -> anyhow::Result<()> {
         EvalCmd::All(out) => all(out),
         EvalCmd::Capture(args) => capture(args),
         EvalCmd::Kl(args) => kl(args),
+        EvalCmd::Frontier(args) => frontier(args),
         EvalCmd::Diversity(args) => diversity(args),
         EvalCmd::Guardrail(args) => guardrail(args),
         EvalCmd::Perf(args) => perf(args),
@@ -278,6 +307,91 @@ fn kl(args: KlArgs) -> anyhow::Result<()> {
     }
     eprintln!("kl.json, kl.md, kl-<knob>.svg → {}", out.out.display());
     Ok(())
+}
+
+fn frontier(args: FrontierArgs) -> anyhow::Result<()> {
+    use mistralrs_hlg::eval::frontier;
+    let FrontierArgs {
+        out,
+        levels,
+        hlg_settings,
+        seed,
+        candidates,
+        threads,
+    } = args;
+    if levels.is_empty() || levels.iter().any(|l| !(*l > 0.0 && l.is_finite())) {
+        bail!("--levels must be finite numbers > 0");
+    }
+    let threads = threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .max(1);
+    let c = capture::Capture::load(&out.out.join("capture"))?;
+    let mut settings = frontier::baselines();
+    settings.extend(
+        frontier::hlg_search(hlg_settings, seed)
+            .into_iter()
+            .map(|hlg| Sampler::Hlg { t: 1.0, hlg }),
+    );
+    let done = screen_levels(&out.out.join("frontier"), &c, &settings, &levels, threads)?;
+    let cands = frontier::candidates(&done, candidates);
+    std::fs::write(
+        out.out.join("frontier.md"),
+        report::frontier_table(&done, &cands),
+    )?;
+    std::fs::write(out.out.join("frontier.svg"), report::frontier_plot(&done))?;
+    // Each candidate's settings, for the online runs.
+    let settings: Vec<_> = cands
+        .iter()
+        .filter_map(|k| done[0].points.iter().find(|p| &p.knob == k))
+        .filter_map(|p| match &p.sampler {
+            Sampler::Hlg { hlg, .. } => Some(serde_json::json!({"setting": p.knob, "hlg": hlg})),
+            _ => None,
+        })
+        .collect();
+    std::fs::write(
+        out.out.join("frontier-candidates.json"),
+        serde_json::to_string_pretty(&settings)?,
+    )?;
+    eprintln!(
+        "frontier.md, frontier.svg, frontier-candidates.json → {}",
+        out.out.display()
+    );
+    Ok(())
+}
+
+/// Each level screened, or read back from `dir` when it was screened before with the
+/// same settings (the run resumes); one file per level.
+fn screen_levels(
+    dir: &std::path::Path,
+    c: &capture::Capture,
+    settings: &[Sampler],
+    levels: &[f64],
+    threads: usize,
+) -> anyhow::Result<Vec<mistralrs_hlg::eval::frontier::Level>> {
+    use mistralrs_hlg::eval::frontier;
+    std::fs::create_dir_all(dir)?;
+    let mut done = vec![];
+    for &level in levels {
+        let path = dir.join(format!("level-{level}.json"));
+        // One written by an older version, or for other settings, is screened again.
+        let kept = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|text| serde_json::from_str::<frontier::Level>(&text).ok())
+            .filter(|l| l.points.len() == settings.len() && l.positions == c.rows.len());
+        if let Some(l) = kept {
+            eprintln!("T = {level}: kept {}", path.display());
+            done.push(l);
+            continue;
+        }
+        let bar = progress(settings.len(), &format!("frontier T = {level}"));
+        let l = frontier::screen(c, settings, level, threads, |n, _| {
+            bar.set_position(n as u64)
+        })?;
+        bar.finish();
+        std::fs::write(&path, serde_json::to_string(&l)?)?;
+        done.push(l);
+    }
+    Ok(done)
 }
 
 fn diversity(args: DiversityArgs) -> anyhow::Result<()> {

@@ -49,6 +49,17 @@ pub async fn plugin(state: SharedMistralRsState, defaults: HlgConfig) -> Router 
     server::router(state, defaults).await.expect("router")
 }
 
+/// The plugin's router with built-in defaults on a fresh engine: the fixture of every
+/// comparison that must start from the engine's first draw.
+pub async fn fresh_plugin() -> Router {
+    fresh_plugin_with(HlgConfig::default()).await
+}
+
+/// [`fresh_plugin`] with the server's HLG defaults.
+pub async fn fresh_plugin_with(defaults: HlgConfig) -> Router {
+    plugin(engine().await, defaults).await
+}
+
 /// Upstream's own router over `state`: the engine without the plugin.
 pub async fn upstream(state: SharedMistralRsState) -> Router {
     MistralRsServerRouterBuilder::new()
@@ -404,4 +415,24 @@ pub async fn mismatches(s: &Server, rounds: usize) -> usize {
         }
     }
     wrong
+}
+
+/// The host version whose output a snapshot pins: `None` for the registry's mistral.rs
+/// 0.8.1 (the default build), `0.9.2` under `--cfg mistralrs_host="0.9"`
+/// (`scripts/test-upstream 0.9.2`).
+pub const HOST_SNAPSHOT_SUFFIX: Option<&str> = if cfg!(mistralrs_host = "0.9") {
+    Some("0.9.2")
+} else {
+    None
+};
+
+/// Runs `f` (an insta assertion of the engine's own output) with the host version as the
+/// snapshot's suffix, so each host's snapshot sits beside the others (`name@0.9.2.snap`)
+/// and an upstream bump shows as a reviewed file, not a changed one.
+pub fn on_host<R>(f: impl FnOnce() -> R) -> R {
+    let mut settings = insta::Settings::clone_current();
+    if let Some(suffix) = HOST_SNAPSHOT_SUFFIX {
+        settings.set_snapshot_suffix(suffix);
+    }
+    settings.bind(f)
 }

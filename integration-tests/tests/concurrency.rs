@@ -193,62 +193,8 @@ async fn disconnects_cancel_their_generation() {
         .await
         .unwrap();
         let s = Server::start(router).await;
-        let long = |extra: Value| chat("Write a long story about a lighthouse keeper.", 400, extra);
-        for (what, path, body) in [
-            (
-                "non-streaming",
-                "/v1/chat/completions",
-                long(json!({"temperature": 0.8})),
-            ),
-            (
-                "streaming",
-                "/v1/chat/completions",
-                long(json!({"temperature": 0.8, "stream": true})),
-            ),
-            (
-                "split n = 3, streaming",
-                "/v1/chat/completions",
-                long(json!({"temperature": 0.8, "stream": true, "n": 3})),
-            ),
-            (
-                "completion, non-streaming",
-                "/v1/completions",
-                json!({"model": "default", "prompt": "Once upon a time", "max_tokens": 400, "temperature": 0.8}),
-            ),
-        ] {
-            // The same prompt once, short: the long request's prompt step is then a prefix
-            // cache hit, so the client leaves while the engine decodes, not prefills.
-            let mut warm = body.clone();
-            warm["max_tokens"] = json!(1);
-            warm["stream"] = json!(false);
-            warm["n"] = json!(1);
-            let (status, text) = s.post(&reqwest::Client::new(), path, &warm).await;
-            assert_eq!(status, 200, "{text}");
-            // The short request's time on this machine now: the bound below is relative to
-            // it, since shared CI machines run 10x slower at times (one took 5.4 s for what
-            // takes 0.3 s here).
-            let alone = say_hi(&s).await;
-            let got = leave_after(&s.base, path, &body, Duration::from_millis(2500)).await;
-            assert!(gate.in_engine() > 0, "serial {serial}, {what}: the request was not running when the client left ({got} bytes read)");
-            // The bound leaves room for a loaded machine and is still far below the ~40 s
-            // the request would run.
-            let took = until_idle(&gate, Duration::from_secs(20)).await;
-            println!("serial {serial}, {what}: engine idle {took:?} after the disconnect ({got} bytes read)");
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            assert_eq!(
-                gate.in_engine(),
-                0,
-                "serial {serial}, {what}: a later choice started after the client left"
-            );
-            // A generation left running would hold a serial gate for the ~400 tokens still
-            // to come, at least 100x the four of the short request.
-            let after = say_hi(&s).await;
-            let bound = (alone * 10).max(Duration::from_secs(5));
-            assert!(
-                after < bound,
-                "serial {serial}, {what}: the next request waited {after:?} (alone: {alone:?})"
-            );
-            println!("serial {serial}, {what}: the next request took {after:?} (alone: {alone:?})");
+        for (what, path, body) in disconnect_cases() {
+            leave_mid_generation(&s, &gate, serial, what, path, body).await;
         }
         s.stop().await;
     }
@@ -257,4 +203,78 @@ async fn disconnects_cancel_their_generation() {
         0,
         "a disconnect panicked a thread (the engine's?)"
     );
+}
+
+/// The long requests a client leaves: streamed or not, split `n = 3`, a completion.
+fn disconnect_cases() -> [(&'static str, &'static str, Value); 4] {
+    let long = |extra: Value| chat("Write a long story about a lighthouse keeper.", 400, extra);
+    [
+        (
+            "non-streaming",
+            "/v1/chat/completions",
+            long(json!({"temperature": 0.8})),
+        ),
+        (
+            "streaming",
+            "/v1/chat/completions",
+            long(json!({"temperature": 0.8, "stream": true})),
+        ),
+        (
+            "split n = 3, streaming",
+            "/v1/chat/completions",
+            long(json!({"temperature": 0.8, "stream": true, "n": 3})),
+        ),
+        (
+            "completion, non-streaming",
+            "/v1/completions",
+            json!({"model": "default", "prompt": "Once upon a time", "max_tokens": 400, "temperature": 0.8}),
+        ),
+    ]
+}
+
+/// One long request left after 2.5 s: the engine idle soon after, no later choice
+/// started, and the next request not waiting for the rest of it.
+async fn leave_mid_generation(
+    s: &Server,
+    gate: &Gate,
+    serial: bool,
+    what: &str,
+    path: &str,
+    body: Value,
+) {
+    // The same prompt once, short: the long request's prompt step is then a prefix
+    // cache hit, so the client leaves while the engine decodes, not prefills.
+    let mut warm = body.clone();
+    warm["max_tokens"] = json!(1);
+    warm["stream"] = json!(false);
+    warm["n"] = json!(1);
+    let (status, text) = s.post(&reqwest::Client::new(), path, &warm).await;
+    assert_eq!(status, 200, "{text}");
+    // The short request's time on this machine now: the bound below is relative to
+    // it, since shared CI machines run 10x slower at times (one took 5.4 s for what
+    // takes 0.3 s here).
+    let alone = say_hi(s).await;
+    let got = leave_after(&s.base, path, &body, Duration::from_millis(2500)).await;
+    assert!(gate.in_engine() > 0, "serial {serial}, {what}: the request was not running when the client left ({got} bytes read)");
+    // The bound leaves room for a loaded machine and is still far below the ~40 s
+    // the request would run.
+    let took = until_idle(gate, Duration::from_secs(20)).await;
+    println!(
+        "serial {serial}, {what}: engine idle {took:?} after the disconnect ({got} bytes read)"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        gate.in_engine(),
+        0,
+        "serial {serial}, {what}: a later choice started after the client left"
+    );
+    // A generation left running would hold a serial gate for the ~400 tokens still
+    // to come, at least 100x the four of the short request.
+    let after = say_hi(s).await;
+    let bound = (alone * 10).max(Duration::from_secs(5));
+    assert!(
+        after < bound,
+        "serial {serial}, {what}: the next request waited {after:?} (alone: {alone:?})"
+    );
+    println!("serial {serial}, {what}: the next request took {after:?} (alone: {alone:?})");
 }

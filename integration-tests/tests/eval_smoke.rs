@@ -3,7 +3,8 @@
 //! the guardrail scorer and the perf A/B. The full-size runs are `mistralrs-hlg eval …`
 //! (docs/RESULTS.md); this checks that each piece measures what it says.
 
-use mistralrs_hlg::eval::capture::{self, CaptureConfig};
+use mistralrs::Model;
+use mistralrs_hlg::eval::capture::{self, Capture, CaptureConfig};
 use mistralrs_hlg::eval::generate::generate;
 use mistralrs_hlg::eval::metrics::log_softmax;
 use mistralrs_hlg::eval::sampler::{mean_entropy, Sampler};
@@ -29,9 +30,17 @@ async fn the_evaluation_pipeline_measures_what_it_says() {
     assert!(c.rows.iter().all(|r| r.step % 2 == 0 && r.step < 6));
     assert_eq!(c.logits.len(), c.rows.len() * c.vocab);
 
-    // KL: plain temperature against itself is 0; every point is finite where the curve
-    // cannot overflow (the default curve, any pivot mode).
-    let r = kl::characterise(&c, &HlgConfig::default(), 1.0, 2, |_, _| {}).unwrap();
+    kl_characterisation(&c);
+    entropy_matching(&c);
+    online_generation(&model, &c).await;
+    guardrail_scorer(&model).await;
+    perf_ab(&model).await;
+}
+
+/// KL: plain temperature against itself is 0; every point is finite where the curve
+/// cannot overflow (the default curve, any pivot mode).
+fn kl_characterisation(c: &Capture) {
+    let r = kl::characterise(c, &HlgConfig::default(), 1.0, 2, |_, _| {}).unwrap();
     assert_eq!(r.temperature_only.kl, 0.0);
     let pivots = &r.sweeps.iter().find(|(k, _)| k == "pivot").unwrap().1;
     assert_eq!(pivots.len(), 9);
@@ -41,11 +50,13 @@ async fn the_evaluation_pipeline_measures_what_it_says() {
             .all(|p| p.mean.kl.is_finite() && p.mean.kl > 0.0),
         "{pivots:?}"
     );
+}
 
-    // Matching: every method's offline entropy equals plain temperature's (to 2e-3 nats;
-    // top-p's and min-p's entropy jumps where a token enters the kept set, and on a
-    // handful of positions the jumps are coarse: 1 %).
-    let methods = diversity::matched(&c, 0.8, &HlgConfig::default()).unwrap();
+/// Matching: every method's offline entropy equals plain temperature's (to 2e-3 nats;
+/// top-p's and min-p's entropy jumps where a token enters the kept set, and on a
+/// handful of positions the jumps are coarse: 1 %).
+fn entropy_matching(c: &Capture) {
+    let methods = diversity::matched(c, 0.8, &HlgConfig::default()).unwrap();
     let target = methods[0].1;
     assert_eq!(methods.len(), 6);
     for (s, h) in &methods {
@@ -62,9 +73,11 @@ async fn the_evaluation_pipeline_measures_what_it_says() {
         let again = mean_entropy(s, (0..c.rows.len()).map(|i| c.row(i)));
         assert_eq!(again, *h);
     }
+}
 
-    // Online: a toe so hard that only the top token keeps mass: every drawn token is the
-    // base argmax, and the recorded entropy is ~0; one base log-prob per token but the last.
+/// Online: a toe so hard that only the top token keeps mass: every drawn token is the
+/// base argmax, and the recorded entropy is ~0; one base log-prob per token but the last.
+async fn online_generation(model: &Model, c: &Capture) {
     let hard: HlgConfig = serde_json::from_str(
         r#"{"pivot_offset": 0, "width": 0, "shoulder": "off", "toe": 0.001, "toe_shape": "exp"}"#,
     )
@@ -73,7 +86,7 @@ async fn the_evaluation_pipeline_measures_what_it_says() {
         t: 1.0,
         hlg: hard.resolved(true),
     };
-    let (text, trace) = generate(&model, prompts::OPEN_ENDED[0], &s, 6)
+    let (text, trace) = generate(model, prompts::OPEN_ENDED[0], &s, 6)
         .await
         .unwrap();
     assert!(!text.is_empty());
@@ -102,10 +115,12 @@ async fn the_evaluation_pipeline_measures_what_it_says() {
         .map(|v| v.exp() * v)
         .sum::<f64>();
     assert!((Sampler::Temperature { t: 0.8 }.entropy(row) - h).abs() < 1e-9);
+}
 
-    // Guardrail: the scorer on the model's greedy answers agrees with a by-hand check of
-    // the replies it recorded.
-    let acc = guardrail::run(&model, &guardrail::TASKS[..3], None, 1, 6, || {})
+/// Guardrail: the scorer on the model's greedy answers agrees with a by-hand check of
+/// the replies it recorded.
+async fn guardrail_scorer(model: &Model) {
+    let acc = guardrail::run(model, &guardrail::TASKS[..3], None, 1, 6, || {})
         .await
         .unwrap();
     assert_eq!(acc.items, 3);
@@ -123,10 +138,12 @@ async fn the_evaluation_pipeline_measures_what_it_says() {
             "{reply:?}"
         );
     }
+}
 
-    // Perf: one round, every arm runs and generates.
+/// Perf: one round, every arm runs and generates.
+async fn perf_ab(model: &Model) {
     let (rounds, summary) = perf::run(
-        &model,
+        model,
         &prompts::OPEN_ENDED[..1],
         HlgCurve::default(),
         0.8,

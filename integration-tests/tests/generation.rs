@@ -4,7 +4,9 @@
 //! the same requests, one after another, on a fresh engine each.
 
 use mistralrs_hlg::HlgConfig;
-use mistralrs_hlg_integration_tests::{engine, plugin, run_prompts, upstream};
+use mistralrs_hlg_integration_tests::{
+    engine, fresh_plugin, fresh_plugin_with, on_host, run_prompts, upstream,
+};
 use serde_json::{json, Value};
 
 const MAX_TOKENS: u32 = 24;
@@ -36,31 +38,23 @@ async fn sweep(router: &axum::Router, extra: Value) -> Vec<(String, Vec<String>)
 #[tokio::test(flavor = "multi_thread")]
 async fn disabled_path_is_the_engines_output() {
     let without = sweep(&upstream(engine().await).await, json!({})).await;
-    let absent = sweep(
-        &plugin(engine().await, HlgConfig::default()).await,
-        json!({}),
-    )
-    .await;
+    let absent = sweep(&fresh_plugin().await, json!({})).await;
     assert_eq!(
         absent, without,
         "hlg absent differs from the engine without the plugin"
     );
-    let off = sweep(
-        &plugin(engine().await, HlgConfig::default()).await,
-        json!({"hlg": false}),
-    )
-    .await;
+    let off = sweep(&fresh_plugin().await, json!({"hlg": false})).await;
     assert_eq!(
         off, without,
         "hlg: false differs from the engine without the plugin"
     );
     let off_obj = sweep(
-        &plugin(engine().await, HlgConfig::default()).await,
+        &fresh_plugin().await,
         json!({"hlg": {"enabled": false, "toe": 1}}),
     )
     .await;
     assert_eq!(off_obj, without, "hlg.enabled = false differs");
-    insta::assert_json_snapshot!("engine_output", without);
+    on_host(|| insta::assert_json_snapshot!("engine_output", without));
 }
 
 /// The server the binaries build (`HlgServerOptions::router`, `--hlg-batching auto`)
@@ -89,7 +83,7 @@ async fn identity_configs_are_plain_temperature() {
         json!({"shoulder": "off", "toe": "off"}),
     ] {
         let got = run_prompts(
-            &plugin(engine().await, HlgConfig::default()).await,
+            &fresh_plugin().await,
             MAX_TOKENS,
             &with(&t, json!({"hlg": hlg.clone()})),
         )
@@ -108,21 +102,11 @@ async fn enabled_changes_sampling_and_leaves_greedy() {
     let t = json!({"temperature": 1.0});
     let plain = run_prompts(&upstream(engine().await).await, MAX_TOKENS, &t).await;
     let cfg = json!({"hlg": {"toe_shape": "exp", "toe": 1.5, "pivot_offset": 4.0}});
-    let a = run_prompts(
-        &plugin(engine().await, HlgConfig::default()).await,
-        MAX_TOKENS,
-        &with(&t, cfg.clone()),
-    )
-    .await;
-    let b = run_prompts(
-        &plugin(engine().await, HlgConfig::default()).await,
-        MAX_TOKENS,
-        &with(&t, cfg.clone()),
-    )
-    .await;
+    let a = run_prompts(&fresh_plugin().await, MAX_TOKENS, &with(&t, cfg.clone())).await;
+    let b = run_prompts(&fresh_plugin().await, MAX_TOKENS, &with(&t, cfg.clone())).await;
     assert_eq!(a, b, "HLG output not reproducible on a fresh engine");
     assert_ne!(a, plain, "HLG did not change the sampled output");
-    insta::assert_json_snapshot!("hlg_exp_toe_t1", a);
+    on_host(|| insta::assert_json_snapshot!("hlg_exp_toe_t1", a));
 
     let server_on = HlgConfig::from_pairs([
         ("enabled", "on"),
@@ -131,7 +115,7 @@ async fn enabled_changes_sampling_and_leaves_greedy() {
         ("pivot_offset", "4"),
     ])
     .unwrap();
-    let by_flag = run_prompts(&plugin(engine().await, server_on).await, MAX_TOKENS, &t).await;
+    let by_flag = run_prompts(&fresh_plugin_with(server_on).await, MAX_TOKENS, &t).await;
     assert_eq!(
         by_flag, a,
         "server default differs from the same config per request"
@@ -140,7 +124,7 @@ async fn enabled_changes_sampling_and_leaves_greedy() {
     let greedy = json!({"temperature": 0.0});
     let g_plain = run_prompts(&upstream(engine().await).await, MAX_TOKENS, &greedy).await;
     let g_hlg = run_prompts(
-        &plugin(engine().await, HlgConfig::default()).await,
+        &fresh_plugin().await,
         MAX_TOKENS,
         &with(&greedy, json!({"hlg": true})),
     )

@@ -1,8 +1,11 @@
 //! The HTTP surface: through the router without a socket, and over a real socket.
 
 use axum::http::StatusCode;
+use axum::Router;
 use mistralrs_hlg::HlgConfig;
-use mistralrs_hlg_integration_tests::{call, chat, engine, plugin, post_ok, texts, upstream};
+use mistralrs_hlg_integration_tests::{
+    call, chat, engine, fresh_plugin, plugin, post_ok, texts, upstream,
+};
 use serde_json::{json, Value};
 
 #[tokio::test(flavor = "multi_thread")]
@@ -12,7 +15,16 @@ async fn http_surface() {
     let app = plugin(state.clone(), defaults).await;
     let up = upstream(state.clone()).await;
 
-    // Each kind of bad `hlg` is a 400 naming the field; the server keeps serving.
+    bad_hlg_is_a_400_naming_the_field(&app).await;
+    accepted_on_both_routes(&app).await;
+    n_choices(&app).await;
+    streaming(&app).await;
+    effective_defaults(&app).await;
+    other_routes_as_upstreams(&app, &up).await;
+}
+
+/// Each kind of bad `hlg` is a 400 naming the field; the server keeps serving.
+async fn bad_hlg_is_a_400_naming_the_field(app: &Router) {
     let bad = [
         json!({"width": -1}),
         json!({"toe": 0}),
@@ -38,16 +50,19 @@ async fn http_surface() {
         } else {
             json!({"model": "default", "prompt": "Hi", "max_tokens": 4, "hlg": h})
         };
-        let (status, text) = call(&app, "POST", path, Some(&body)).await;
+        let (status, text) = call(app, "POST", path, Some(&body)).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{h}: {text}");
         let v: Value = serde_json::from_str(&text).unwrap();
         seen.push(json!({"hlg": h, "route": path, "error": v["error"]}));
     }
     insta::assert_json_snapshot!("bad_hlg", seen);
+}
 
-    // Accepted on both routes, after the rejections.
+/// `hlg` accepted on both routes, after the rejections.
+/// Accepted on both routes, after the rejections.
+async fn accepted_on_both_routes(app: &Router) {
     let r = post_ok(
-        &app,
+        app,
         "/v1/chat/completions",
         &chat(
             "Name a colour.",
@@ -57,12 +72,15 @@ async fn http_surface() {
     )
     .await;
     assert_eq!(texts(&r).len(), 1);
-    let r = post_ok(&app, "/v1/completions", &json!({"model": "default", "prompt": "The sky is", "max_tokens": 6, "temperature": 0.8, "hlg": true})).await;
+    let r = post_ok(app, "/v1/completions", &json!({"model": "default", "prompt": "The sky is", "max_tokens": 6, "temperature": 0.8, "hlg": true})).await;
     assert!(!texts(&r)[0].is_empty());
+}
 
-    // n = 2 with hlg: two choices, numbered.
+/// `n = 2` with `hlg`: two choices, numbered; `n` beyond the limit a 400 naming it.
+/// n = 2 with hlg: two choices, numbered.
+async fn n_choices(app: &Router) {
     let r = post_ok(
-        &app,
+        app,
         "/v1/chat/completions",
         &chat(
             "Say hello.",
@@ -81,15 +99,17 @@ async fn http_surface() {
             json!({"model": "default", "prompt": "Hi", "max_tokens": 4, "n": 1000000000u64}),
         ),
     ] {
-        let (status, text) = call(&app, "POST", path, Some(&body)).await;
+        let (status, text) = call(app, "POST", path, Some(&body)).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{text}");
         let v: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(v["error"]["param"], "n", "{text}");
     }
+}
 
-    // Streaming with hlg: SSE chunks, then [DONE].
+/// Streaming with `hlg`: SSE chunks, then `[DONE]`.
+async fn streaming(app: &Router) {
     let (status, body) = call(
-        &app,
+        app,
         "POST",
         "/v1/chat/completions",
         Some(&chat(
@@ -108,22 +128,28 @@ async fn http_surface() {
     assert_eq!(events.last().copied(), Some("[DONE]"));
     let first: Value = serde_json::from_str(events[0]).unwrap();
     assert_eq!(first["object"], "chat.completion.chunk");
+}
 
-    // The server's effective defaults.
-    let (status, text) = call(&app, "GET", "/v1/hlg", None).await;
+/// The server's effective defaults.
+async fn effective_defaults(app: &Router) {
+    let (status, text) = call(app, "GET", "/v1/hlg", None).await;
     assert_eq!(status, StatusCode::OK);
     insta::assert_snapshot!("effective_defaults", text);
+}
 
-    // Routes the plugin does not own answer as upstream's: the same body when they
-    // succeed, the same status in OpenAI's error shape when they fail.
+/// Routes the plugin does not own answer as upstream's: the same body when they succeed,
+/// the same status in OpenAI's error shape when they fail; a malformed body is a 400.
+/// Routes the plugin does not own answer as upstream's: the same body when they
+/// succeed, the same status in OpenAI's error shape when they fail.
+async fn other_routes_as_upstreams(app: &Router, up: &Router) {
     for (method, path) in [
         ("GET", "/v1/models"),
         ("GET", "/health"),
         ("GET", "/no/such/route"),
         ("GET", "/v1/chat/completions"),
     ] {
-        let a = call(&app, method, path, None).await;
-        let b = call(&up, method, path, None).await;
+        let a = call(app, method, path, None).await;
+        let b = call(up, method, path, None).await;
         assert_eq!(a.0, b.0, "{method} {path}");
         if a.0.is_success() {
             assert_eq!(a.1, b.1, "{method} {path}");
@@ -140,13 +166,13 @@ async fn http_surface() {
         }
     }
     // A malformed body is a 400, not a panic.
-    let (status, _) = call(&app, "POST", "/v1/chat/completions", None).await;
+    let (status, _) = call(app, "POST", "/v1/chat/completions", None).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn real_socket() {
-    let app = plugin(engine().await, HlgConfig::default()).await;
+    let app = fresh_plugin().await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -2,7 +2,7 @@
 //!
 //! `load_run`: a fresh server as `mistralrs-hlg serve` runs it (`--hlg-batching auto`),
 //! 32 clients for `MISTRALRS_HLG_LOAD_SECS` (600 by default), a mix of HLG on and off,
-//! chat and completions, streamed and not, `n = 1` and `n = 3`, and bad requests in
+//! chat, completions and responses, streamed and not, `n = 1` and `n = 3`, and bad requests in
 //! between. Asserts: no 5xx, no dropped connection, every bad request a 4xx, every greedy
 //! response identical to the same request's solo response, and resident memory at the
 //! end within 256 MiB of its largest value in the first half of the run (the engine's
@@ -60,22 +60,40 @@ struct Kind {
     bad: bool,
 }
 
+/// Every kind of the mix.
 fn kinds() -> Vec<Kind> {
-    let k = |name, path, body, greedy, bad| Kind {
+    [greedy_kinds(), sampled_kinds(), bad_kinds()].concat()
+}
+
+fn k(name: &'static str, path: &'static str, body: Value, greedy: bool, bad: bool) -> Kind {
+    Kind {
         name,
         path,
         body,
         greedy,
         bad,
-    };
-    let completion = |extra: Value| {
-        let mut v = json!({"model": "default", "prompt": "The three largest cities of Europe are", "max_tokens": 12});
-        for (key, x) in extra.as_object().unwrap() {
-            v[key] = x.clone();
-        }
-        v
-    };
+    }
+}
+
+/// A completion of one prompt with `extra` fields.
+fn completion(extra: Value) -> Value {
+    let mut v = json!({"model": "default", "prompt": "The three largest cities of Europe are", "max_tokens": 12});
+    for (key, x) in extra.as_object().unwrap() {
+        v[key] = x.clone();
+    }
+    v
+}
+
+/// Greedy requests, each compared with its solo response.
+fn greedy_kinds() -> Vec<Kind> {
     vec![
+        k(
+            "greedy responses",
+            "/v1/responses",
+            json!({"model": "default", "input": "Describe a grey bird in one sentence.", "max_output_tokens": 12, "temperature": 0.0}),
+            true,
+            false,
+        ),
         k(
             "greedy chat",
             "/v1/chat/completions",
@@ -110,6 +128,19 @@ fn kinds() -> Vec<Kind> {
             "/v1/completions",
             completion(json!({"temperature": 0.0, "stream": true})),
             true,
+            false,
+        ),
+    ]
+}
+
+/// Sampled requests, HLG or not, `n = 3` among them.
+fn sampled_kinds() -> Vec<Kind> {
+    vec![
+        k(
+            "HLG responses",
+            "/v1/responses",
+            json!({"model": "default", "input": "Name a bird.", "max_output_tokens": 12, "temperature": 0.9, "hlg": {"toe": 2}}),
+            false,
             false,
         ),
         k(
@@ -148,6 +179,12 @@ fn kinds() -> Vec<Kind> {
             false,
             false,
         ),
+    ]
+}
+
+/// Bad requests, each a 4xx.
+fn bad_kinds() -> Vec<Kind> {
+    vec![
         k(
             "bad hlg",
             "/v1/chat/completions",
@@ -201,6 +238,12 @@ async fn send(
         return Ok((status, stream_texts(&text)));
     }
     let v: Value = serde_json::from_str(&text).map_err(|e| format!("{e}: {text}"))?;
+    if kind.path == "/v1/responses" {
+        return match v["output_text"].as_str() {
+            Some(t) => Ok((status, vec![t.to_string()])),
+            None => Err(format!("a response without output_text: {text}")),
+        };
+    }
     Ok((status, texts(&v)))
 }
 
@@ -216,117 +259,148 @@ struct Tally {
     wrong_status: AtomicUsize,
 }
 
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "minutes long: scripts/load"]
-async fn load_run() {
-    let secs: u64 = std::env::var("MISTRALRS_HLG_LOAD_SECS")
+/// A number from the environment, or `default`.
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(600);
-    let clients: usize = std::env::var("MISTRALRS_HLG_LOAD_CLIENTS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(32);
-    let s = server("auto").await;
-    let kinds = Arc::new(kinds());
-    let client = reqwest::Client::new();
-    // The greedy kinds alone, one after another: the reference.
+        .unwrap_or(default)
+}
+
+/// The greedy kinds alone, one after another: the reference their loaded runs must equal.
+async fn solo_runs(
+    client: &reqwest::Client,
+    base: &str,
+    kinds: &[Kind],
+) -> Vec<Option<Vec<String>>> {
     let mut solo = vec![None; kinds.len()];
     for (i, k) in kinds.iter().enumerate().filter(|(_, k)| k.greedy) {
-        let (status, t) = send(&client, &s.base, k).await.expect("solo request");
+        let (status, t) = send(client, base, k).await.expect("solo request");
         assert_eq!(status, 200, "{}", k.name);
         solo[i] = Some(t);
     }
-    let solo = Arc::new(solo);
-    let rss_start = rss_kib();
-    let tally = Arc::new(Tally::default());
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    let t0 = Instant::now();
-    let tasks: Vec<_> = (0..clients)
-        .map(|c| {
-            let (kinds, solo, tally, base, client) = (
-                kinds.clone(),
-                solo.clone(),
-                tally.clone(),
-                s.base.clone(),
-                client.clone(),
+    solo
+}
+
+/// One answer counted: its status and shape against the kind's, greedy ones against
+/// their solo run.
+fn record(
+    tally: &Tally,
+    c: usize,
+    k: &Kind,
+    (status, got): (u16, Vec<String>),
+    solo: Option<&Vec<String>>,
+) {
+    if status >= 500 {
+        tally.server_errors.fetch_add(1, Ordering::Relaxed);
+        eprintln!("client {c}, {}: {status}", k.name);
+    } else if k.bad != (400..500).contains(&status) || !k.bad && status != 200 {
+        tally.wrong_status.fetch_add(1, Ordering::Relaxed);
+        eprintln!("client {c}, {}: unexpected {status}", k.name);
+    } else if k.bad {
+        tally.rejected.fetch_add(1, Ordering::Relaxed);
+    } else {
+        tally.ok.fetch_add(1, Ordering::Relaxed);
+        let want = k.body.get("n").and_then(Value::as_u64).unwrap_or(1) as usize;
+        if got.len() != want || got.iter().any(String::is_empty) {
+            tally.wrong_status.fetch_add(1, Ordering::Relaxed);
+            eprintln!(
+                "client {c}, {}: {} choice(s), want {want}: {got:?}",
+                k.name,
+                got.len()
             );
-            tokio::spawn(async move {
-                let mut j = c;
-                while Instant::now() < deadline {
-                    let i = j % kinds.len();
-                    j += 7; // coprime with the number of kinds: every client walks every kind
-                    let k = &kinds[i];
-                    tally.sent.fetch_add(1, Ordering::Relaxed);
-                    match send(&client, &base, k).await {
-                        Err(e) => {
-                            tally.dropped.fetch_add(1, Ordering::Relaxed);
-                            eprintln!("client {c}, {}: {e}", k.name);
-                        }
-                        Ok((status, got)) => {
-                            if status >= 500 {
-                                tally.server_errors.fetch_add(1, Ordering::Relaxed);
-                                eprintln!("client {c}, {}: {status}", k.name);
-                            } else if k.bad != (400..500).contains(&status)
-                                || !k.bad && status != 200
-                            {
-                                tally.wrong_status.fetch_add(1, Ordering::Relaxed);
-                                eprintln!("client {c}, {}: unexpected {status}", k.name);
-                            } else if k.bad {
-                                tally.rejected.fetch_add(1, Ordering::Relaxed);
-                            } else {
-                                tally.ok.fetch_add(1, Ordering::Relaxed);
-                                let want =
-                                    k.body.get("n").and_then(Value::as_u64).unwrap_or(1) as usize;
-                                if got.len() != want || got.iter().any(String::is_empty) {
-                                    tally.wrong_status.fetch_add(1, Ordering::Relaxed);
-                                    eprintln!(
-                                        "client {c}, {}: {} choice(s), want {want}: {got:?}",
-                                        k.name,
-                                        got.len()
-                                    );
-                                }
-                            }
-                            if let (Some(want), true) = (&solo[i], status == 200) {
-                                tally.greedy_checked.fetch_add(1, Ordering::Relaxed);
-                                if &got != want {
-                                    tally.greedy_wrong.fetch_add(1, Ordering::Relaxed);
-                                    eprintln!("client {c}, {}: {got:?}, alone {want:?}", k.name);
-                                }
-                            }
-                        }
-                    }
-                }
-            })
-        })
-        .collect();
-    // Resident memory through the run: the allocator and the engine's caches grow while
-    // the run warms up; what must not happen is growth in its second half (a leak).
-    let sampler = tokio::spawn(async move {
+        }
+    }
+    if let (Some(want), true) = (solo, status == 200) {
+        tally.greedy_checked.fetch_add(1, Ordering::Relaxed);
+        if &got != want {
+            tally.greedy_wrong.fetch_add(1, Ordering::Relaxed);
+            eprintln!("client {c}, {}: {got:?}, alone {want:?}", k.name);
+        }
+    }
+}
+
+/// The shared state of the clients of a run.
+struct Run {
+    kinds: Vec<Kind>,
+    solo: Vec<Option<Vec<String>>>,
+    tally: Tally,
+    base: String,
+    client: reqwest::Client,
+    deadline: Instant,
+}
+
+/// Client `c`: every kind in turn until the deadline, each answer recorded.
+async fn one_client(run: Arc<Run>, c: usize) {
+    let mut j = c;
+    while Instant::now() < run.deadline {
+        let i = j % run.kinds.len();
+        j += 7; // coprime with the number of kinds: every client walks every kind
+        let k = &run.kinds[i];
+        run.tally.sent.fetch_add(1, Ordering::Relaxed);
+        match send(&run.client, &run.base, k).await {
+            Err(e) => {
+                run.tally.dropped.fetch_add(1, Ordering::Relaxed);
+                eprintln!("client {c}, {}: {e}", k.name);
+            }
+            Ok(answer) => record(&run.tally, c, k, answer, run.solo[i].as_ref()),
+        }
+    }
+}
+
+/// Resident memory every 10 s until the deadline: (seconds since `t0`, KiB).
+fn sample_rss(deadline: Instant, t0: Instant) -> tokio::task::JoinHandle<Vec<(u64, u64)>> {
+    tokio::spawn(async move {
         let mut samples = vec![];
         while Instant::now() < deadline {
             samples.push((t0.elapsed().as_secs(), rss_kib()));
             tokio::time::sleep(Duration::from_secs(10)).await;
         }
         samples
+    })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "minutes long: scripts/load"]
+async fn load_run() {
+    let secs: u64 = env_or("MISTRALRS_HLG_LOAD_SECS", 600);
+    let clients: usize = env_or("MISTRALRS_HLG_LOAD_CLIENTS", 32);
+    let s = server("auto").await;
+    let client = reqwest::Client::new();
+    let kinds = kinds();
+    // Clients step through the kinds 7 at a time: each walks every kind when 7 is prime
+    // to their number.
+    assert_ne!(kinds.len() % 7, 0);
+    let solo = solo_runs(&client, &s.base, &kinds).await;
+    let rss_start = rss_kib();
+    let t0 = Instant::now();
+    let deadline = t0 + Duration::from_secs(secs);
+    let run = Arc::new(Run {
+        kinds,
+        solo,
+        tally: Tally::default(),
+        base: s.base.clone(),
+        client,
+        deadline,
     });
+    let tasks: Vec<_> = (0..clients)
+        .map(|c| tokio::spawn(one_client(run.clone(), c)))
+        .collect();
+    // Resident memory through the run: the allocator and the engine's caches grow while
+    // the run warms up; what must not happen is growth in its second half (a leak).
+    let sampler = sample_rss(deadline, t0);
     for t in tasks {
         t.await.expect("client task");
     }
     let samples = sampler.await.expect("sampler");
     let wall = t0.elapsed().as_secs_f64();
     // A last request after the load: the server still serves.
-    let (status, _) = send(&client, &s.base, &kinds[0])
+    let (status, _) = send(&run.client, &s.base, &run.kinds[0])
         .await
         .expect("request after the load");
+    assert_eq!(status, 200);
     let rss_end = rss_kib();
     s.stop().await;
-    let half = samples
-        .iter()
-        .filter(|(t, _)| *t <= secs / 2)
-        .map(|(_, r)| *r)
-        .max()
-        .unwrap_or(rss_start);
     println!(
         "RSS (s, MiB): {:?}",
         samples
@@ -334,57 +408,64 @@ async fn load_run() {
             .map(|(t, r)| (*t, r / 1024))
             .collect::<Vec<_>>()
     );
-    let g = |a: &AtomicUsize| a.load(Ordering::Relaxed);
     println!(
-        "load: {clients} clients, {wall:.0} s: {} requests ({} ok, {} bad rejected), {} 5xx, {} dropped, {} wrong status or shape, greedy {}/{} identical to solo, RSS {} -> {} MiB",
-        g(&tally.sent),
-        g(&tally.ok),
-        g(&tally.rejected),
-        g(&tally.server_errors),
-        g(&tally.dropped),
-        g(&tally.wrong_status),
-        g(&tally.greedy_checked) - g(&tally.greedy_wrong),
-        g(&tally.greedy_checked),
+        "load: {clients} clients, {wall:.0} s: {}, RSS {} -> {} MiB",
+        run.tally,
         rss_start / 1024,
         rss_end / 1024
     );
-    assert_eq!(status, 200);
-    assert_eq!(g(&tally.server_errors), 0, "5xx responses");
-    assert_eq!(g(&tally.dropped), 0, "dropped connections");
-    assert_eq!(g(&tally.wrong_status), 0, "wrong statuses or shapes");
-    assert!(
-        g(&tally.greedy_checked) > 0 && g(&tally.rejected) > 0,
-        "the mix ran"
-    );
-    assert_eq!(
-        g(&tally.greedy_wrong),
-        0,
-        "greedy responses that differ from their solo runs"
-    );
+    run.tally.assert_clean();
+    let half = samples
+        .iter()
+        .filter(|(t, _)| *t <= secs / 2)
+        .map(|(_, r)| *r)
+        .max()
+        .unwrap_or(rss_start);
     assert!(rss_end <= half + 256 * 1024, "resident memory grew in the second half of the run: {} MiB at most in the first, {} MiB at the end", half / 1024, rss_end / 1024);
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
+impl std::fmt::Display for Tally {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let g = |a: &AtomicUsize| a.load(Ordering::Relaxed);
+        write!(
+            f,
+            "{} requests ({} ok, {} bad rejected), {} 5xx, {} dropped, {} wrong status or shape, greedy {}/{} identical to solo",
+            g(&self.sent),
+            g(&self.ok),
+            g(&self.rejected),
+            g(&self.server_errors),
+            g(&self.dropped),
+            g(&self.wrong_status),
+            g(&self.greedy_checked) - g(&self.greedy_wrong),
+            g(&self.greedy_checked),
+        )
     }
-    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
-    sorted[i]
+}
+
+impl Tally {
+    /// No 5xx, no dropped connection, no wrong status or shape, every greedy answer as
+    /// its solo run, and the mix ran.
+    fn assert_clean(&self) {
+        let g = |a: &AtomicUsize| a.load(Ordering::Relaxed);
+        assert_eq!(g(&self.server_errors), 0, "5xx responses");
+        assert_eq!(g(&self.dropped), 0, "dropped connections");
+        assert_eq!(g(&self.wrong_status), 0, "wrong statuses or shapes");
+        assert!(
+            g(&self.greedy_checked) > 0 && g(&self.rejected) > 0,
+            "the mix ran"
+        );
+        assert_eq!(
+            g(&self.greedy_wrong),
+            0,
+            "greedy responses that differ from their solo runs"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "minutes long: scripts/load --throughput"]
 async fn throughput() {
-    let per_level: usize = std::env::var("MISTRALRS_HLG_LOAD_REQUESTS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(16);
-    const PROMPTS: [&str; 4] = [
-        "Describe a red bird in one sentence.",
-        "Describe a blue bird in one sentence.",
-        "Describe a green bird in one sentence.",
-        "Describe a yellow bird in one sentence.",
-    ];
+    let per_level: usize = env_or("MISTRALRS_HLG_LOAD_REQUESTS", 16);
     println!("| batching | prefix cache | clients | requests | completion tokens/s (aggregate) | latency p50 | latency p95 |");
     println!("| --- | --- | --- | --- | --- | --- | --- |");
     // Interleaved: each level runs every mode back to back, so the machine's drift hits all.
@@ -393,7 +474,7 @@ async fn throughput() {
             let s = server_with(batching, Some(prefix)).await;
             let client = reqwest::Client::new();
             // Warm the prefix cache and the allocator the same way for both modes.
-            for p in PROMPTS {
+            for p in THROUGHPUT_PROMPTS {
                 s.post(
                     &client,
                     "/v1/chat/completions",
@@ -405,32 +486,12 @@ async fn throughput() {
             let t0 = Instant::now();
             let tasks: Vec<_> = (0..clients)
                 .map(|_| {
-                    let (next, base, client) = (next.clone(), s.base.clone(), client.clone());
-                    tokio::spawn(async move {
-                        let s = Server::at(base);
-                        let mut out = vec![];
-                        loop {
-                            let i = next.fetch_add(1, Ordering::SeqCst);
-                            if i >= per_level {
-                                break;
-                            }
-                            let t = Instant::now();
-                            let (status, text) = s
-                                .post(
-                                    &client,
-                                    "/v1/chat/completions",
-                                    &chat(PROMPTS[i % 4], 32, json!({"temperature": 0.0})),
-                                )
-                                .await;
-                            assert_eq!(status, 200, "{text}");
-                            let v: Value = serde_json::from_str(&text).unwrap();
-                            out.push((
-                                t.elapsed().as_secs_f64(),
-                                v["usage"]["completion_tokens"].as_u64().unwrap_or(0),
-                            ));
-                        }
-                        out
-                    })
+                    tokio::spawn(greedy_client(
+                        Server::at(s.base.clone()),
+                        client.clone(),
+                        next.clone(),
+                        per_level,
+                    ))
                 })
                 .collect();
             let mut lat = vec![];
@@ -452,5 +513,46 @@ async fn throughput() {
                 percentile(&lat, 0.95)
             );
         }
+    }
+}
+
+/// The value at quantile `p` of `sorted` (nearest rank).
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i]
+}
+
+const THROUGHPUT_PROMPTS: [&str; 4] = [
+    "Describe a red bird in one sentence.",
+    "Describe a blue bird in one sentence.",
+    "Describe a green bird in one sentence.",
+    "Describe a yellow bird in one sentence.",
+];
+
+/// Greedy 32-token chats until `next` reaches `total`: (latency s, completion tokens) each.
+async fn greedy_client(
+    s: Server,
+    client: reqwest::Client,
+    next: Arc<AtomicUsize>,
+    total: usize,
+) -> Vec<(f64, u64)> {
+    let mut out = vec![];
+    loop {
+        let i = next.fetch_add(1, Ordering::SeqCst);
+        if i >= total {
+            return out;
+        }
+        let t = Instant::now();
+        let body = chat(THROUGHPUT_PROMPTS[i % 4], 32, json!({"temperature": 0.0}));
+        let (status, text) = s.post(&client, "/v1/chat/completions", &body).await;
+        assert_eq!(status, 200, "{text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        out.push((
+            t.elapsed().as_secs_f64(),
+            v["usage"]["completion_tokens"].as_u64().unwrap_or(0),
+        ));
     }
 }

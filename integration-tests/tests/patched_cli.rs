@@ -10,12 +10,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use mistralrs_hlg_integration_tests::{chat, texts, PROMPTS};
+use mistralrs_hlg_integration_tests::{chat, texts, Server, PROMPTS};
 use serde_json::{json, Value};
 
-/// A `mistralrs` server process on a free port of 127.0.0.1, stopped (by its own handle)
+/// A `mistralrs` server process (not the in-process [`Server`]) on a free port of 127.0.0.1, stopped (by its own handle)
 /// when dropped.
-struct Server {
+struct CliServer {
     child: Child,
     base: String,
     log: PathBuf,
@@ -46,9 +46,9 @@ fn model() -> (String, String) {
     )
 }
 
-impl Server {
+impl CliServer {
     /// `bin serve` on the embedded model with `extra` server options.
-    async fn serve(bin: &Path, extra: &[&str]) -> Server {
+    async fn serve(bin: &Path, extra: &[&str]) -> CliServer {
         let port = free_port().to_string();
         let (dir, file) = model();
         let mut args = vec![
@@ -62,11 +62,11 @@ impl Server {
         ];
         args.extend_from_slice(extra);
         args.extend_from_slice(&["text", "-m", &dir, "--format", "gguf", "-f", &file, "--cpu"]);
-        Server::spawn(bin, &args, port.clone()).await
+        CliServer::spawn(bin, &args, port.clone()).await
     }
 
     /// `bin from-config FILE` where FILE holds `toml`.
-    async fn from_config(bin: &Path, toml: impl Fn(&str, &str, &str) -> String) -> Server {
+    async fn from_config(bin: &Path, toml: impl Fn(&str, &str, &str) -> String) -> CliServer {
         let port = free_port().to_string();
         let (dir, file) = model();
         let path = std::env::temp_dir().join(format!(
@@ -74,10 +74,10 @@ impl Server {
             std::process::id()
         ));
         std::fs::write(&path, toml(&port, &dir, &file)).unwrap();
-        Server::spawn(bin, &["from-config", "-f", path.to_str().unwrap()], port).await
+        CliServer::spawn(bin, &["from-config", "-f", path.to_str().unwrap()], port).await
     }
 
-    async fn spawn(bin: &Path, args: &[&str], port: String) -> Server {
+    async fn spawn(bin: &Path, args: &[&str], port: String) -> CliServer {
         let log = std::env::temp_dir().join(format!(
             "mistralrs-hlg-cli-{}-{port}.log",
             std::process::id()
@@ -91,7 +91,7 @@ impl Server {
             .stderr(out)
             .spawn()
             .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
-        let mut server = Server {
+        let mut server = CliServer {
             child,
             base: format!("http://127.0.0.1:{port}"),
             log,
@@ -129,19 +129,10 @@ impl Server {
     }
 
     async fn post(&self, path: &str, body: &Value) -> (u16, Value) {
-        let r = reqwest::Client::new()
-            .post(format!("{}{path}", self.base))
-            .header("content-type", "application/json")
-            .body(body.to_string())
-            .send()
-            .await
-            .unwrap();
-        let status = r.status().as_u16();
-        let text = r.text().await.unwrap();
-        (
-            status,
-            serde_json::from_str(&text).unwrap_or_else(|_| Value::String(text)),
-        )
+        let http = Server::at(self.base.clone());
+        let (status, text) = http.post(&reqwest::Client::new(), path, body).await;
+        let v = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        (status, v)
     }
 
     async fn post_ok(&self, path: &str, body: &Value) -> Value {
@@ -151,7 +142,7 @@ impl Server {
     }
 }
 
-impl Drop for Server {
+impl Drop for CliServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -161,7 +152,7 @@ impl Drop for Server {
 
 /// The same requests, one after another, on a fresh server: greedy and sampled chat,
 /// sampled text completion, greedy `n = 2`. Returns every choice's text and finish reason.
-async fn transcript(s: &Server) -> Vec<(String, String)> {
+async fn transcript(s: &CliServer) -> Vec<(String, String)> {
     let mut bodies: Vec<(&str, Value)> = vec![];
     for p in PROMPTS {
         bodies.push((
@@ -215,7 +206,7 @@ const HARD_TOE_FLAGS: [&str; 12] = [
 
 /// Sampled requests at T = 1, one after another: a chat per prompt and a text completion,
 /// with `hlg` set to `hlg` when it is not null. Every choice's text.
-async fn sampled(s: &Server, hlg: &Value) -> Vec<String> {
+async fn sampled(s: &CliServer, hlg: &Value) -> Vec<String> {
     let with = |mut body: Value| {
         if !hlg.is_null() {
             body["hlg"] = hlg.clone();
@@ -243,15 +234,15 @@ async fn sampled(s: &Server, hlg: &Value) -> Vec<String> {
 #[ignore = "needs the binaries of patches/apply.sh: run scripts/test-cli"]
 async fn flag_off_serves_what_upstream_serves() {
     let upstream = {
-        let s = Server::serve(&binary("MISTRALRS_HLG_UPSTREAM_CLI"), &[]).await;
+        let s = CliServer::serve(&binary("MISTRALRS_HLG_UPSTREAM_CLI"), &[]).await;
         transcript(&s).await
     };
     let patched_default = {
-        let s = Server::serve(&binary("MISTRALRS_HLG_PATCHED_CLI"), &[]).await;
+        let s = CliServer::serve(&binary("MISTRALRS_HLG_PATCHED_CLI"), &[]).await;
         transcript(&s).await
     };
     let patched_off = {
-        let s = Server::serve(
+        let s = CliServer::serve(
             &binary("MISTRALRS_HLG_PATCHED_CLI"),
             &["--hlg-sampling", "off", "--hlg-toe", "2"],
         )
@@ -273,11 +264,15 @@ async fn flag_off_serves_what_upstream_serves() {
 #[ignore = "needs the binaries of patches/apply.sh: run scripts/test-cli"]
 async fn hlg_from_the_request_the_flags_and_from_config() {
     let bin = binary("MISTRALRS_HLG_PATCHED_CLI");
-    let plain = sampled(&Server::serve(&bin, &[]).await, &Value::Null).await;
-    let request = sampled(&Server::serve(&bin, &[]).await, &hard_toe()).await;
-    let flags = sampled(&Server::serve(&bin, &HARD_TOE_FLAGS).await, &Value::Null).await;
-    let opted_out = sampled(&Server::serve(&bin, &HARD_TOE_FLAGS).await, &json!(false)).await;
-    let config = Server::from_config(&bin, |port, dir, file| {
+    let plain = sampled(&CliServer::serve(&bin, &[]).await, &Value::Null).await;
+    let request = sampled(&CliServer::serve(&bin, &[]).await, &hard_toe()).await;
+    let flags = sampled(&CliServer::serve(&bin, &HARD_TOE_FLAGS).await, &Value::Null).await;
+    let opted_out = sampled(
+        &CliServer::serve(&bin, &HARD_TOE_FLAGS).await,
+        &json!(false),
+    )
+    .await;
+    let config = CliServer::from_config(&bin, |port, dir, file| {
         format!(
             r#"command = "serve"
 
@@ -333,19 +328,13 @@ cpu = true
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs the binaries of patches/apply.sh: run scripts/test-cli"]
 async fn concurrent_requests_match_their_solo_runs_in_the_patched_binary() {
-    let patched = Server::serve(&binary("MISTRALRS_HLG_PATCHED_CLI"), &[]).await;
-    let wrong = mistralrs_hlg_integration_tests::mismatches(
-        &mistralrs_hlg_integration_tests::Server::at(patched.base.clone()),
-        3,
-    )
-    .await;
+    let patched = CliServer::serve(&binary("MISTRALRS_HLG_PATCHED_CLI"), &[]).await;
+    let wrong =
+        mistralrs_hlg_integration_tests::mismatches(&Server::at(patched.base.clone()), 3).await;
     drop(patched);
-    let upstream = Server::serve(&binary("MISTRALRS_HLG_UPSTREAM_CLI"), &[]).await;
-    let upstream_wrong = mistralrs_hlg_integration_tests::mismatches(
-        &mistralrs_hlg_integration_tests::Server::at(upstream.base.clone()),
-        3,
-    )
-    .await;
+    let upstream = CliServer::serve(&binary("MISTRALRS_HLG_UPSTREAM_CLI"), &[]).await;
+    let upstream_wrong =
+        mistralrs_hlg_integration_tests::mismatches(&Server::at(upstream.base.clone()), 3).await;
     println!("upstream's binary: {upstream_wrong} of 12 concurrent responses differ from their solo runs");
     assert_eq!(
         wrong, 0,
@@ -360,7 +349,7 @@ async fn concurrent_requests_match_their_solo_runs_in_the_patched_binary() {
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs the binaries of patches/apply.sh: run scripts/test-cli"]
 async fn responses_take_hlg_in_the_patched_binary() {
-    async fn responses(s: &Server, hlg: &Value) -> Vec<String> {
+    async fn responses(s: &CliServer, hlg: &Value) -> Vec<String> {
         let mut out = vec![];
         for p in PROMPTS {
             let mut body = json!({"model": "default", "input": p, "max_output_tokens": 24, "temperature": 1.0});
@@ -372,7 +361,7 @@ async fn responses_take_hlg_in_the_patched_binary() {
         }
         out
     }
-    async fn chats(s: &Server, hlg: &Value) -> Vec<String> {
+    async fn chats(s: &CliServer, hlg: &Value) -> Vec<String> {
         let mut out = vec![];
         for p in PROMPTS {
             out.extend(texts(
@@ -387,14 +376,14 @@ async fn responses_take_hlg_in_the_patched_binary() {
     }
     let bin = binary("MISTRALRS_HLG_PATCHED_CLI");
     let upstream = responses(
-        &Server::serve(&binary("MISTRALRS_HLG_UPSTREAM_CLI"), &[]).await,
+        &CliServer::serve(&binary("MISTRALRS_HLG_UPSTREAM_CLI"), &[]).await,
         &Value::Null,
     )
     .await;
-    let off = responses(&Server::serve(&bin, &[]).await, &Value::Null).await;
-    let with_hlg = responses(&Server::serve(&bin, &[]).await, &hard_toe()).await;
-    let by_flag = responses(&Server::serve(&bin, &HARD_TOE_FLAGS).await, &Value::Null).await;
-    let chat_hlg = chats(&Server::serve(&bin, &[]).await, &hard_toe()).await;
+    let off = responses(&CliServer::serve(&bin, &[]).await, &Value::Null).await;
+    let with_hlg = responses(&CliServer::serve(&bin, &[]).await, &hard_toe()).await;
+    let by_flag = responses(&CliServer::serve(&bin, &HARD_TOE_FLAGS).await, &Value::Null).await;
+    let chat_hlg = chats(&CliServer::serve(&bin, &[]).await, &hard_toe()).await;
     assert!(upstream.iter().all(|t| !t.is_empty()), "{upstream:?}");
     assert_eq!(
         off, upstream,
@@ -418,7 +407,7 @@ async fn responses_take_hlg_in_the_patched_binary() {
 #[ignore = "needs the binaries of patches/apply.sh: run scripts/test-cli"]
 async fn bad_values_are_400s_and_a_bad_flag_stops_start_up() {
     let bin = binary("MISTRALRS_HLG_PATCHED_CLI");
-    let s = Server::serve(&bin, &[]).await;
+    let s = CliServer::serve(&bin, &[]).await;
     for (hlg, param) in [
         (json!({"toe": -2}), "hlg.toe"),
         (json!({"width": "wide"}), "hlg.width"),

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use mistralrs_hlg::HlgConfig;
 use mistralrs_hlg_integration_tests::{
-    call, engine, plugin, post_ok, run_prompts, upstream, PROMPTS,
+    call, engine, fresh_plugin, fresh_plugin_with, post_ok, run_prompts, upstream, PROMPTS,
 };
 use serde_json::{json, Value};
 
@@ -66,29 +66,25 @@ fn streamed_text(body: &str) -> (String, bool) {
 async fn responses_apply_hlg_as_chat_does() {
     let cfg = json!({"hlg": hlg()});
     let chat = run_prompts(
-        &plugin(engine().await, HlgConfig::default()).await,
+        &fresh_plugin().await,
         MAX_TOKENS,
         &json!({"temperature": 1.0, "hlg": hlg()}),
     )
     .await;
-    let with_hlg = run_responses(&plugin(engine().await, HlgConfig::default()).await, &cfg).await;
+    let with_hlg = run_responses(&fresh_plugin().await, &cfg).await;
     assert_eq!(
         with_hlg, chat,
         "hlg on /v1/responses differs from the same hlg on chat"
     );
 
     let upstream_out = run_responses(&upstream(engine().await).await, &json!({})).await;
-    let absent = run_responses(
-        &plugin(engine().await, HlgConfig::default()).await,
-        &json!({}),
-    )
-    .await;
+    let absent = run_responses(&fresh_plugin().await, &json!({})).await;
     assert_eq!(
         absent, upstream_out,
         "hlg absent on /v1/responses differs from upstream's route"
     );
     let off = run_responses(
-        &plugin(engine().await, HlgConfig::default()).await,
+        &fresh_plugin().await,
         &json!({"hlg": {"enabled": false, "toe": 1}}),
     )
     .await;
@@ -108,7 +104,7 @@ async fn responses_apply_hlg_as_chat_does() {
         ("pivot_offset", "4"),
     ])
     .unwrap();
-    let by_flag = run_responses(&plugin(engine().await, server_on).await, &json!({})).await;
+    let by_flag = run_responses(&fresh_plugin_with(server_on).await, &json!({})).await;
     assert_eq!(
         by_flag, with_hlg,
         "--hlg-sampling on does not apply on /v1/responses"
@@ -120,9 +116,9 @@ async fn responses_apply_hlg_as_chat_does() {
 #[tokio::test(flavor = "multi_thread")]
 async fn responses_stream_and_background_with_hlg() {
     let cfg = json!({"hlg": hlg()});
-    let plain = run_responses(&plugin(engine().await, HlgConfig::default()).await, &cfg).await;
+    let plain = run_responses(&fresh_plugin().await, &cfg).await;
 
-    let router = plugin(engine().await, HlgConfig::default()).await;
+    let router = fresh_plugin().await;
     let mut streamed = vec![];
     for p in PROMPTS {
         let mut body = respond(p, &cfg);
@@ -138,7 +134,7 @@ async fn responses_stream_and_background_with_hlg() {
         "streamed Responses text differs from the non-streamed"
     );
 
-    let router = plugin(engine().await, HlgConfig::default()).await;
+    let router = fresh_plugin().await;
     let mut background = vec![];
     for p in PROMPTS {
         let mut body = respond(p, &cfg);
@@ -170,7 +166,7 @@ async fn responses_stream_and_background_with_hlg() {
 /// prompt tokens than the first turn), and the stored response is retrievable.
 #[tokio::test(flavor = "multi_thread")]
 async fn responses_continue_a_stored_hlg_response() {
-    let router = plugin(engine().await, HlgConfig::default()).await;
+    let router = fresh_plugin().await;
     let first = post_ok(
         &router,
         "/v1/responses",

@@ -39,9 +39,11 @@ pub fn log_softmax(x: &[f32], t: f64) -> Option<Vec<f64>> {
 
 /// What sampling from `shaped / t` does compared with plain temperature (`base / t`) at
 /// one position.
-#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Stats {
-    /// KL(temperature only ‖ shaped), nats.
+    /// KL(temperature only ‖ shaped), nats: infinite for a sampler that cuts tokens
+    /// plain temperature can draw (JSON writes it as `null`, read back as infinity).
+    #[serde(deserialize_with = "null_as_infinity")]
     pub kl: f64,
     /// Entropy of the shaped sampling distribution, nats.
     pub entropy: f64,
@@ -50,6 +52,15 @@ pub struct Stats {
     /// Probability, under the shaped distribution, of the tokens whose base probability
     /// (`softmax(base)`, T = 1) is below [`TAIL`].
     pub tail_mass: f64,
+    /// The expected base log-probability (`log softmax(base)`, T = 1) of a token drawn
+    /// from the shaped distribution, nats.
+    #[serde(default)]
+    pub base_logprob: f64,
+}
+
+/// `null` (how JSON writes a non-finite number) as `+inf`, the only one a KL takes.
+fn null_as_infinity<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(<Option<f64> as serde::Deserialize>::deserialize(d)?.unwrap_or(f64::INFINITY))
 }
 
 impl Stats {
@@ -71,6 +82,7 @@ impl Stats {
             }
             if q > 0.0 {
                 s.entropy -= q * lq[i];
+                s.base_logprob += q * lb[i];
                 if lb[i] < tail {
                     s.tail_mass += q;
                 }
@@ -88,6 +100,7 @@ impl Stats {
             entropy: sum(|s| s.entropy),
             top_mass: sum(|s| s.top_mass),
             tail_mass: sum(|s| s.tail_mass),
+            base_logprob: sum(|s| s.base_logprob),
         }
     }
 }
@@ -112,6 +125,18 @@ mod tests {
         assert!((s.top_mass - e[0] / z).abs() < 1e-12);
         // Only -12 is below 1e-4 at T = 1 (e^-14 / Σ ≈ 6e-7).
         assert!((s.tail_mass - e[3] / z).abs() < 1e-18);
+        // E_q[log softmax(x)] with q = softmax(x / 0.7).
+        let z1: f64 = [2.0f64, 1.0, 0.0, -12.0].iter().map(|v| v.exp()).sum();
+        let want: f64 = [2.0f64, 1.0, 0.0, -12.0]
+            .iter()
+            .zip(&e)
+            .map(|(v, ev)| ev / z * (v - z1.ln()))
+            .sum();
+        assert!(
+            (s.base_logprob - want).abs() < 1e-12,
+            "{} vs {want}",
+            s.base_logprob
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@
 pub mod capture;
 pub mod diversity;
 mod error;
+pub mod frontier;
 pub mod generate;
 pub mod guardrail;
 pub mod kl;

@@ -2,6 +2,7 @@
 //! the results the other modules compute: what `mistralrs-hlg eval …` writes.
 
 use super::diversity::Doc;
+use super::frontier::{self, Family};
 use super::guardrail::{self, Accuracy};
 use super::kl::{Matched, Report};
 use super::metrics::Stats;
@@ -201,6 +202,151 @@ pub fn curve_plot(zs: &[f64], curves: &[(ToeShape, Vec<f64>)]) -> String {
     plot::grid("the HLG curve by toe shape", &[panel], 1)
 }
 
+/// A screened setting's measures as the last cells of a table row.
+fn screened_cells(p: &frontier::Screened) -> String {
+    format!(
+        "{:.3} | {:.2e} | {:.3} | {:.3} | {:.4} |",
+        p.sampler.temperature(),
+        p.stats.tail_mass,
+        p.stats.base_logprob,
+        p.stats.top_mass,
+        p.stats.kl
+    )
+}
+
+const SCREENED_HEAD: &str = "T | tail mass | exp. base log-prob | top mass | KL from temperature |";
+
+/// The offline screening as Markdown: per level, each family's best setting on each
+/// quality measure and the frontier, then the HLG candidates' measures at every level.
+pub fn frontier_table(levels: &[frontier::Level], candidates: &[String]) -> String {
+    let mut s = String::new();
+    for l in levels {
+        s += &format!(
+            "### T = {}: {:.3} nats, {} positions\n\n| family | best on | setting | {SCREENED_HEAD}\n| --- | --- | --- | --- | --- | --- | --- | --- |\n",
+            l.level, l.target_entropy, l.positions
+        );
+        for f in Family::ALL {
+            let [tail, logprob] = frontier::Measure::ALL.map(|m| l.best(f, m));
+            let rows: Vec<(&str, &frontier::Screened)> = match (tail, logprob) {
+                (Some(a), Some(b)) if a.knob == b.knob => vec![("both", a)],
+                _ => frontier::Measure::ALL
+                    .into_iter()
+                    .zip([tail, logprob])
+                    .filter_map(|(m, p)| p.map(|p| (m.name(), p)))
+                    .collect(),
+            };
+            for (what, p) in rows {
+                s += &format!(
+                    "| {} | {what} | {} | {}\n",
+                    f.name(),
+                    p.knob,
+                    screened_cells(p)
+                );
+            }
+        }
+        s += &frontier_rows(l);
+    }
+    if !candidates.is_empty() {
+        s += &format!("### HLG candidates\n\n| setting | level | {SCREENED_HEAD}\n| --- | --- | --- | --- | --- | --- | --- |\n");
+        for c in candidates {
+            for l in levels {
+                if let Some(p) = l
+                    .points
+                    .iter()
+                    .find(|p| p.family == Family::Hlg && &p.knob == c)
+                {
+                    s += &format!("| {c} | {} | {}\n", l.level, screened_cells(p));
+                }
+            }
+        }
+    }
+    s
+}
+
+/// One level's frontier as a table, and the settings that could not be matched.
+fn frontier_rows(l: &frontier::Level) -> String {
+    let front = l.frontier();
+    let mut s = format!(
+        "\nThe frontier (no setting better on one measure and as good on the other; tail mass below 1e-6 counts as none), {} settings, {} of them HLG's:\n\n| family | setting | {SCREENED_HEAD}\n| --- | --- | --- | --- | --- | --- | --- |\n",
+        front.len(),
+        front.iter().filter(|p| p.family == Family::Hlg).count()
+    );
+    for p in front {
+        s += &format!(
+            "| {} | {} | {}\n",
+            p.family.name(),
+            p.knob,
+            screened_cells(p)
+        );
+    }
+    let unmatched: Vec<&str> = l
+        .points
+        .iter()
+        .filter(|p| !p.matched)
+        .map(|p| p.knob.as_str())
+        .collect();
+    s += &format!(
+        "\nCannot reach the target entropy (left out): {}.\n\n",
+        if unmatched.is_empty() {
+            "none".to_string()
+        } else {
+            unmatched.join(", ")
+        }
+    );
+    s
+}
+
+/// Each family's offline frontier: its best value of each quality measure per level, one
+/// line per family, and the shipped HLG knobs beside the best HLG setting.
+pub fn frontier_plot(levels: &[frontier::Level]) -> String {
+    let xs: Vec<String> = levels.iter().map(|l| format!("T={}", l.level)).collect();
+    let shipped = frontier::knob(&Sampler::Hlg {
+        t: 1.0,
+        hlg: crate::HlgConfig::default().resolved(true),
+    });
+    let panels = frontier::Measure::ALL
+        .into_iter()
+        .map(|m| {
+            let mut series: Vec<plot::Series<'static>> = Family::ALL
+                .into_iter()
+                .map(|f| plot::Series {
+                    name: f.name(),
+                    color: f.color(),
+                    ys: levels
+                        .iter()
+                        .map(|l| l.best(f, m).map(|p| m.of(&p.stats)))
+                        .collect(),
+                })
+                .collect();
+            series.push(plot::Series {
+                name: "hlg shipped",
+                color: "#e377c2",
+                ys: levels
+                    .iter()
+                    .map(|l| {
+                        l.points
+                            .iter()
+                            .find(|p| p.family == Family::Hlg && p.knob == shipped)
+                            .map(|p| m.of(&p.stats))
+                    })
+                    .collect(),
+            });
+            plot::Panel {
+                title: format!("{} (best setting per family)", m.name()),
+                xs: xs.clone(),
+                series,
+                reference: None,
+                log_y: m == frontier::Measure::TailMass,
+            }
+        })
+        .collect::<Vec<_>>();
+    plot::grid(
+        "offline screening at matched entropy (levels: plain temperature's T)",
+        &panels,
+        2,
+    )
+}
+
 /// One line per toe shape, in its colour, through the points of that shape.
 fn by_shape<P>(
     points: &[P],
@@ -242,6 +388,7 @@ mod tests {
             entropy: 1.0 + 0.1 * k,
             top_mass: 0.5 - 0.01 * k,
             tail_mass: 1e-3 * k,
+            base_logprob: -2.0 - 0.1 * k,
         }
     }
 
@@ -384,5 +531,52 @@ mod tests {
         let svg = curve_plot(&zs, &curves);
         assert_eq!(svg.matches("<polyline").count(), 1 + ToeShape::ALL.len());
         insta::assert_snapshot!("curve_plot", svg);
+    }
+
+    fn screened_level(level: f64) -> frontier::Level {
+        let mut points = vec![];
+        for (k, s) in frontier::baselines().into_iter().enumerate() {
+            points.push(frontier::Screened {
+                family: Family::of(&s),
+                knob: frontier::knob(&s),
+                sampler: s.at(level + 0.01 * k as f64),
+                stats: stats(k as f64 + level),
+                entropy_reached: 2.0 * level,
+                matched: true,
+            });
+        }
+        for (k, hlg) in frontier::hlg_search(3, 5).into_iter().enumerate() {
+            let s = Sampler::Hlg { t: level, hlg };
+            points.push(frontier::Screened {
+                family: Family::Hlg,
+                knob: frontier::knob(&s),
+                sampler: s,
+                stats: stats(0.5 * k as f64),
+                entropy_reached: 2.0 * level,
+                matched: k != 1,
+            });
+        }
+        frontier::Level {
+            level,
+            target_entropy: 2.0 * level,
+            positions: 9,
+            points,
+        }
+    }
+
+    #[test]
+    fn frontier_table_and_plot() {
+        let levels = [screened_level(0.8), screened_level(1.3)];
+        let cands = frontier::candidates(&levels, 2);
+        insta::assert_snapshot!("frontier_table", frontier_table(&levels, &cands));
+        let svg = frontier_plot(&levels);
+        assert!(
+            svg.contains("hlg shipped") && svg.contains("top-nσ"),
+            "{svg}"
+        );
+        assert_eq!(
+            svg.matches("<polyline").count(),
+            2 * (Family::ALL.len() + 1)
+        );
     }
 }

@@ -36,6 +36,11 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use super::ServerError;
 
 /// How the server lets the engine batch sequences (`--hlg-batching`).
+///
+/// ```
+/// use mistralrs_hlg::server::{Batching, HlgServerOptions};
+/// assert_eq!(HlgServerOptions::default().batching(), Ok(Batching::Auto));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Batching {
     /// Probe the engine at start-up: batch when it decodes batched rows as it decodes them
@@ -49,9 +54,23 @@ pub enum Batching {
 
 impl Batching {
     /// Every value, as the flag spells them.
+    ///
+    /// ```
+    /// use mistralrs_hlg::server::Batching;
+    /// assert!(Batching::NAMES.iter().all(|n| Batching::parse(n).is_some()));
+    /// ```
     pub const NAMES: [&'static str; 3] = ["auto", "serial", "on"];
 
     /// The accepted names, in words.
+    ///
+    /// ```
+    /// use mistralrs_hlg::server::HlgServerOptions;
+    /// let opts = HlgServerOptions { batching: Some("always".into()), ..Default::default() };
+    /// assert_eq!(
+    ///     opts.batching().unwrap_err().to_string(),
+    ///     r#"--hlg-batching must be "auto", "serial" or "on", got "always""#
+    /// );
+    /// ```
     pub const EXPECTED: &'static str = r#""auto", "serial" or "on""#;
 
     /// The value a flag names, `None` for another name.
@@ -72,6 +91,12 @@ impl Batching {
 }
 
 /// What the start-up probe saw.
+///
+/// ```
+/// use mistralrs_hlg::server::engine::{ProbeReport, PROBE_TOLERANCE};
+/// let r = ProbeReport { max_abs_diff: 8.6, rows_independent: false };
+/// assert!(r.max_abs_diff > PROBE_TOLERANCE && !r.rows_independent);
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct ProbeReport {
     /// The largest difference, in nats, between a row's logits decoded in a batch of two
@@ -84,6 +109,11 @@ pub struct ProbeReport {
 /// The largest logit difference (nats) the probe accepts between a batched row and the
 /// same sequence alone. Batched and single matmuls round differently (measured: 0 on the
 /// patched CPU engine); the 0.8.1 bug moves logits by whole nats.
+///
+/// ```
+/// use mistralrs_hlg::server::engine::PROBE_TOLERANCE;
+/// assert!(PROBE_TOLERANCE < 1.0, "the 0.8.1 bug moves logits by whole nats");
+/// ```
 pub const PROBE_TOLERANCE: f32 = 0.05;
 
 /// Whether the engine decodes the rows of a batch as it decodes each sequence alone.
@@ -94,6 +124,16 @@ pub const PROBE_TOLERANCE: f32 = 0.05;
 /// are forced to `a` and `b`. The logits of the second decode step of each row are
 /// recorded by a logits processor and compared with the single runs. Two forward passes
 /// per request, on the served model.
+///
+/// ```
+/// use mistralrs_hlg::server::{engine::probe, load};
+///
+/// # async fn run() -> Result<(), mistralrs_hlg::server::ServerError> {
+/// let source = load::ModelSource::resolve("/models/model.gguf", None)?;
+/// let report = probe(&load::load(&source, true).await?).await?;
+/// println!("batched rows within {} nats: {}", report.max_abs_diff, report.rows_independent);
+/// # Ok(()) }
+/// ```
 pub async fn probe(mistralrs: &SharedMistralRsState) -> Result<ProbeReport, ServerError> {
     let alone_a = probe_run(mistralrs, 1, [0, 0]).await?;
     let alone_b = probe_run(mistralrs, 1, [1, 1]).await?;
@@ -243,10 +283,33 @@ fn force_tokens(logits: &Tensor, keep: &[u32]) -> candle_core::Result<Tensor> {
 }
 
 /// A weak handle on a request's response channel (see [`Admission::track`]).
+///
+/// ```
+/// use mistralrs_core::Response;
+/// use mistralrs_hlg::server::engine::Senders;
+/// let (tx, _rx) = tokio::sync::mpsc::channel::<Response>(1);
+/// let weak: Senders = tx.downgrade();
+/// assert_eq!(weak.strong_count(), 1);
+/// ```
 pub type Senders = WeakSender<Response>;
 
 /// Admits requests into the engine: at most one at a time when the engine's batched rows
 /// are wrong, any number otherwise.
+///
+/// ```
+/// use std::time::Duration;
+/// use mistralrs_hlg::server::Gate;
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let gate = Gate::new(true, vec![]);
+/// let mut first = gate.admit().await;
+/// // A second request waits for the first's turn to pass.
+/// assert!(tokio::time::timeout(Duration::from_millis(50), gate.admit()).await.is_err());
+/// first.finish();
+/// drop(first);
+/// let _second = gate.admit().await;
+/// assert_eq!(gate.in_engine(), 1);
+/// # });
+/// ```
 #[derive(Clone)]
 pub struct Gate {
     permits: Option<Arc<Semaphore>>,
@@ -256,6 +319,12 @@ pub struct Gate {
 
 impl Gate {
     /// A gate that admits one request at a time (`serial`) or every request.
+    ///
+    /// ```
+    /// use mistralrs_hlg::server::Gate;
+    /// assert!(Gate::new(true, vec![2]).is_serial());
+    /// assert!(!Gate::new(false, vec![2]).is_serial());
+    /// ```
     pub fn new(serial: bool, eos: Vec<u32>) -> Self {
         Gate {
             permits: serial.then(|| Arc::new(Semaphore::new(1))),
@@ -265,17 +334,44 @@ impl Gate {
     }
 
     /// Whether requests are admitted one at a time.
+    ///
+    /// ```
+    /// use mistralrs_hlg::server::Gate;
+    /// assert!(!Gate::new(false, vec![]).is_serial());
+    /// ```
     pub fn is_serial(&self) -> bool {
         self.permits.is_some()
     }
 
     /// How many admitted requests the engine has not yet let go of (for tests and
     /// monitoring: 0 means the engine holds no request of this server's routes).
+    ///
+    /// ```
+    /// use mistralrs_hlg::server::Gate;
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let gate = Gate::new(false, vec![]);
+    /// let (a, b) = (gate.admit().await, gate.admit().await);
+    /// assert_eq!(gate.in_engine(), 2, "not serial: both admitted");
+    /// drop((a, b));
+    /// assert_eq!(gate.in_engine(), 0);
+    /// # });
+    /// ```
     pub fn in_engine(&self) -> usize {
         self.in_engine.load(Ordering::SeqCst)
     }
 
     /// Waits for the engine's turn (in arrival order) and admits one request.
+    ///
+    /// ```
+    /// use mistralrs_hlg::server::Gate;
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let gate = Gate::new(true, vec![]);
+    /// let mut a = gate.admit().await;
+    /// a.finish();
+    /// drop(a);
+    /// assert_eq!(gate.in_engine(), 0);
+    /// # });
+    /// ```
     pub async fn admit(&self) -> Admission {
         let permit = match &self.permits {
             Some(s) => s.clone().acquire_owned().await.ok(),
@@ -306,6 +402,26 @@ impl Gate {
 /// dropped before the engine's last send panics the engine thread (and fails every
 /// sequence of that step, other users' included). A streamed request's receiver goes
 /// with its stream: the engine handles a failed chunk send by cancelling the sequence.
+///
+/// ```
+/// use std::time::Duration;
+/// use mistralrs_core::Response;
+/// use mistralrs_hlg::server::Gate;
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let gate = Gate::new(true, vec![]);
+/// let mut a = gate.admit().await;
+/// let (tx, rx) = tokio::sync::mpsc::channel::<Response>(1);
+/// a.track(tx.downgrade());
+/// a.finish();
+/// drop(a);
+/// tokio::time::sleep(Duration::from_millis(20)).await;
+/// assert_eq!(gate.in_engine(), 1, "the engine still holds the request's sender");
+/// drop((tx, rx));
+/// while gate.in_engine() > 0 {
+///     tokio::time::sleep(Duration::from_millis(5)).await;
+/// }
+/// # });
+/// ```
 pub struct Admission {
     permit: Option<OwnedSemaphorePermit>,
     in_engine: Arc<AtomicUsize>,
@@ -319,12 +435,39 @@ impl Admission {
     /// Watches a streamed request's response channel (`tx.downgrade()` of the sender
     /// given to the request): the turn passes on when the engine has dropped the last
     /// sender, i.e. every sequence of the request is done.
+    ///
+    /// ```
+    /// use mistralrs_core::Response;
+    /// use mistralrs_hlg::server::Gate;
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let gate = Gate::new(false, vec![]);
+    /// let mut a = gate.admit().await;
+    /// let (tx, _rx) = tokio::sync::mpsc::channel::<Response>(1);
+    /// a.track(tx.downgrade());
+    /// drop(tx); // the engine let go of the request
+    /// drop(a);
+    /// assert_eq!(gate.in_engine(), 0);
+    /// # });
+    /// ```
     pub fn track(&mut self, senders: Senders) {
         self.senders = Some(senders);
     }
 
     /// Keeps a non-streamed request's receiver (see the type's docs); read it through
     /// [`Admission::receiver`].
+    ///
+    /// ```
+    /// use mistralrs_core::Response;
+    /// use mistralrs_hlg::server::Gate;
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let gate = Gate::new(false, vec![]);
+    /// let mut a = gate.admit().await;
+    /// let (tx, rx) = tokio::sync::mpsc::channel::<Response>(1);
+    /// a.hold(rx);
+    /// drop(tx);
+    /// assert!(a.receiver().recv().await.is_none());
+    /// # });
+    /// ```
     pub fn hold(&mut self, rx: Receiver<Response>) {
         self.receiver = Some(rx);
     }
@@ -333,17 +476,60 @@ impl Admission {
     ///
     /// # Panics
     /// When none was given.
+    ///
+    /// ```
+    /// use mistralrs_core::Response;
+    /// use mistralrs_hlg::server::Gate;
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let mut a = Gate::new(false, vec![]).admit().await;
+    /// let (_tx, rx) = tokio::sync::mpsc::channel::<Response>(1);
+    /// a.hold(rx);
+    /// assert!(a.receiver().try_recv().is_err(), "nothing sent yet");
+    /// # });
+    /// ```
     pub fn receiver(&mut self) -> &mut Receiver<Response> {
         self.receiver.as_mut().expect("Admission::hold was called")
     }
 
     /// The logits processor that ends the request's sequences once the client is gone;
     /// install it on the request (last, after HLG).
+    ///
+    /// ```
+    /// use candle_core::{Device, Tensor};
+    /// use mistralrs_core::CustomLogitsProcessor;
+    /// use mistralrs_hlg::server::Gate;
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let gate = Gate::new(false, vec![1]); // token 1 ends a sequence
+    /// let a = gate.admit().await;
+    /// let p = a.canceller();
+    /// let x = Tensor::new(&[0.5f32, 0.0, 2.0], &Device::Cpu)?;
+    /// assert_eq!(p.apply(&x, &[])?.to_vec1::<f32>()?, [0.5, 0.0, 2.0]);
+    /// drop(a); // the client went away before the response was delivered
+    /// let y = p.apply(&x, &[])?.to_vec1::<f32>()?;
+    /// assert!(y[1].is_finite() && y[0] == f32::NEG_INFINITY && y[2] == f32::NEG_INFINITY);
+    /// # Ok::<(), candle_core::Error>(())
+    /// # }).unwrap();
+    /// ```
     pub fn canceller(&self) -> Arc<dyn CustomLogitsProcessor> {
         self.cancel.clone()
     }
 
     /// The response was delivered: dropping this no longer cancels anything.
+    ///
+    /// ```
+    /// use candle_core::{Device, Tensor};
+    /// use mistralrs_core::CustomLogitsProcessor;
+    /// use mistralrs_hlg::server::Gate;
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let mut a = Gate::new(false, vec![1]).admit().await;
+    /// let p = a.canceller();
+    /// a.finish();
+    /// drop(a);
+    /// let x = Tensor::new(&[0.5f32, 0.0], &Device::Cpu)?;
+    /// assert_eq!(p.apply(&x, &[])?.to_vec1::<f32>()?, [0.5, 0.0], "delivered: nothing cancelled");
+    /// # Ok::<(), candle_core::Error>(())
+    /// # }).unwrap();
+    /// ```
     pub fn finish(&mut self) {
         self.finished = true;
     }
@@ -421,6 +607,11 @@ impl CustomLogitsProcessor for CancelOnDrop {
 
 /// The end-of-sequence token ids a GGUF file declares (`tokenizer.ggml.eos_token_id`,
 /// and the end-of-turn id where present); empty when the file has none.
+///
+/// ```
+/// use mistralrs_hlg::server::engine::gguf_eos;
+/// assert!(gguf_eos(std::path::Path::new("/no/such/model.gguf")).is_empty());
+/// ```
 pub fn gguf_eos(path: &std::path::Path) -> Vec<u32> {
     use candle_core::quantized::gguf_file::Content;
     let Ok(mut f) = std::fs::File::open(path) else {
@@ -438,6 +629,20 @@ pub fn gguf_eos(path: &std::path::Path) -> Vec<u32> {
 /// `resp` with `admission` held by its body: finished when the body has been read to its
 /// end, cancelled when the body is dropped before (the client went away). Error events
 /// of a stream come out in OpenAI's shape ([`crate::server::security`]).
+///
+/// ```
+/// use axum::body::Body;
+/// use mistralrs_hlg::server::{engine::guard_body, Gate};
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let gate = Gate::new(true, vec![]);
+/// let resp = axum::response::Response::new(Body::from("{\"ok\": true}"));
+/// let resp = guard_body(resp, gate.admit().await);
+/// assert_eq!(gate.in_engine(), 1);
+/// let body = axum::body::to_bytes(resp.into_body(), 1 << 20).await.unwrap();
+/// assert_eq!(&body[..], b"{\"ok\": true}");
+/// assert_eq!(gate.in_engine(), 0, "read to its end: the turn passed on");
+/// # });
+/// ```
 pub fn guard_body(
     resp: axum::response::Response,
     admission: Admission,

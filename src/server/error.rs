@@ -6,9 +6,21 @@ use std::path::PathBuf;
 use super::OptionError;
 
 /// An error of upstream's, kept as its source (mistral.rs returns `anyhow` errors).
+///
+/// ```
+/// use mistralrs_hlg::server::UpstreamError;
+/// let e: UpstreamError = "the engine stopped".into();
+/// assert_eq!(e.to_string(), "the engine stopped");
+/// ```
 pub type UpstreamError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Why the server could not be built or run.
+///
+/// ```
+/// use mistralrs_hlg::server::{load::ModelSource, ServerError};
+/// let e = ModelSource::resolve("/no/such/model.gguf", None).unwrap_err();
+/// assert!(matches!(e, ServerError::Model { .. }));
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ServerError {

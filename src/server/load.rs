@@ -2,13 +2,20 @@
 
 use std::path::{Path, PathBuf};
 
-use mistralrs_core::{AutoDeviceMapParams, ModelDType, ModelSelected, TokenSource};
+use mistralrs_core::TokenSource;
 use mistralrs_server_core::mistralrs_for_server_builder::MistralRsForServerBuilder;
 use mistralrs_server_core::types::SharedMistralRsState;
 
 use super::ServerError;
 
 /// Where the weights come from.
+///
+/// ```
+/// use mistralrs_hlg::server::load::ModelSource;
+/// let hub = ModelSource::resolve("HuggingFaceTB/SmolLM2-135M-Instruct-GGUF", Some("q4.gguf"))?;
+/// assert_eq!(hub, ModelSource::Hub { repo: "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF".into(), file: "q4.gguf".into() });
+/// # Ok::<(), mistralrs_hlg::server::ServerError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub enum ModelSource {
     /// A local GGUF file: its directory and file name.
@@ -30,6 +37,18 @@ pub enum ModelSource {
 impl ModelSource {
     /// Resolves `--model`: a GGUF file, a directory holding exactly one GGUF file, or
     /// (with `gguf_file`) a hub repository id.
+    ///
+    /// ```
+    /// use mistralrs_hlg::server::load::ModelSource;
+    /// let dir = std::env::temp_dir().join(format!("hlg-doc-{}", std::process::id()));
+    /// std::fs::create_dir_all(&dir).unwrap();
+    /// std::fs::write(dir.join("m.gguf"), b"").unwrap();
+    /// let got = ModelSource::resolve(dir.to_str().unwrap(), None)?;
+    /// assert_eq!(got, ModelSource::Local { dir: dir.clone(), file: "m.gguf".into() });
+    /// assert!(ModelSource::resolve("/no/such/model.gguf", None).unwrap_err().to_string().contains("--gguf-file"));
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok::<(), mistralrs_hlg::server::ServerError>(())
+    /// ```
     pub fn resolve(model: &str, gguf_file: Option<&str>) -> Result<Self, ServerError> {
         let path = Path::new(model);
         if path.is_file() {
@@ -75,6 +94,12 @@ impl ModelSource {
 impl ModelSource {
     /// What the file tells the server beyond the engine: its end-of-sequence tokens
     /// (local files) and the name to serve it under (the file name without `.gguf`).
+    ///
+    /// ```
+    /// use mistralrs_hlg::server::load::ModelSource;
+    /// let local = ModelSource::Local { dir: "/models".into(), file: "smollm2.gguf".into() };
+    /// assert_eq!(local.hints().name.as_deref(), Some("smollm2"));
+    /// ```
     pub fn hints(&self) -> super::ModelHints {
         let file = match self {
             ModelSource::Local { file, .. } | ModelSource::Hub { file, .. } => file,
@@ -122,6 +147,12 @@ fn single_gguf(dir: &Path) -> Result<String, ServerError> {
 }
 
 /// How the engine is built around the model.
+///
+/// ```
+/// use mistralrs_hlg::server::load::EngineOptions;
+/// let cpu = EngineOptions { cpu: true, ..Default::default() };
+/// assert_eq!((cpu.on_cpu(), cpu.prefix_cache()), (true, 0));
+/// ```
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct EngineOptions {
     /// Force the CPU (upstream's `--cpu`). Otherwise the best device this build has
@@ -138,11 +169,22 @@ pub struct EngineOptions {
 }
 
 /// Upstream's number of prefix caches kept on an accelerator.
+///
+/// ```
+/// use mistralrs_hlg::server::load::{EngineOptions, UPSTREAM_PREFIX_CACHE_N};
+/// let o = EngineOptions { cpu: true, prefix_cache_n: Some(UPSTREAM_PREFIX_CACHE_N), ..Default::default() };
+/// assert_eq!(o.prefix_cache(), 16, "asked for: kept on the CPU too");
+/// ```
 pub const UPSTREAM_PREFIX_CACHE_N: usize = 16;
 
 impl EngineOptions {
     /// Whether the engine will run on the CPU: forced, or no accelerator compiled in and
     /// present (the detection upstream's server builder makes).
+    ///
+    /// ```
+    /// use mistralrs_hlg::server::load::EngineOptions;
+    /// assert!(EngineOptions { cpu: true, ..Default::default() }.on_cpu());
+    /// ```
     pub fn on_cpu(&self) -> bool {
         self.cpu
             || !(candle_core::utils::cuda_is_available()
@@ -150,6 +192,12 @@ impl EngineOptions {
     }
 
     /// The prefix-cache size the engine gets (see [`EngineOptions::prefix_cache_n`]).
+    ///
+    /// ```
+    /// use mistralrs_hlg::server::load::EngineOptions;
+    /// let o = EngineOptions { prefix_cache_n: Some(4), ..Default::default() };
+    /// assert_eq!(o.prefix_cache(), 4);
+    /// ```
     pub fn prefix_cache(&self) -> usize {
         self.prefix_cache_n.unwrap_or(if self.on_cpu() {
             0
@@ -161,6 +209,14 @@ impl EngineOptions {
 
 /// Loads the model on the CPU (or the best device with `cpu = false`), tokenizer and chat
 /// template from the GGUF metadata, no hub token.
+///
+/// ```
+/// use mistralrs_hlg::server::load::{load, ModelSource};
+///
+/// # async fn run() -> Result<(), mistralrs_hlg::server::ServerError> {
+/// let engine = load(&ModelSource::resolve("/models/model.gguf", None)?, true).await?;
+/// # Ok(()) }
+/// ```
 pub async fn load(source: &ModelSource, cpu: bool) -> Result<SharedMistralRsState, ServerError> {
     load_with(
         source,
@@ -176,6 +232,16 @@ pub async fn load(source: &ModelSource, cpu: bool) -> Result<SharedMistralRsStat
 /// own in mistral.rs 0.8.1, and candle's CPU device cannot be seeded (upstream's
 /// `--seed` fails on the CPU with "cannot seed the CPU rng"), so on the CPU the seed is
 /// noted and not applied.
+///
+/// ```
+/// use mistralrs_hlg::server::load::{load_with, EngineOptions, ModelSource};
+///
+/// # async fn run() -> Result<(), mistralrs_hlg::server::ServerError> {
+/// let source = ModelSource::resolve("/models/model.gguf", None)?;
+/// let options = EngineOptions { seed: Some(7), prefix_cache_n: Some(0), ..Default::default() };
+/// let engine = load_with(&source, &options).await?;
+/// # Ok(()) }
+/// ```
 pub async fn load_with(
     source: &ModelSource,
     options: &EngineOptions,
@@ -194,15 +260,7 @@ pub async fn load_with(
         ModelSource::Local { dir, file } => (dir.to_string_lossy().into_owned(), file.clone()),
         ModelSource::Hub { repo, file } => (repo.clone(), file.clone()),
     };
-    let selected = ModelSelected::GGUF {
-        tok_model_id: None,
-        quantized_model_id: id,
-        quantized_filename: file,
-        dtype: ModelDType::Auto,
-        topology: None,
-        max_seq_len: AutoDeviceMapParams::DEFAULT_MAX_SEQ_LEN,
-        max_batch_size: AutoDeviceMapParams::DEFAULT_MAX_BATCH_SIZE,
-    };
+    let selected = super::host::gguf(id, file);
     let token = match source {
         ModelSource::Local { .. } => TokenSource::None,
         ModelSource::Hub { .. } => TokenSource::CacheToken,

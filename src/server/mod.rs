@@ -38,6 +38,7 @@ use crate::HlgError;
 mod choices;
 pub mod engine;
 mod error;
+mod host;
 pub mod load;
 pub mod openapi;
 mod options;
@@ -96,9 +97,21 @@ pub fn curve_for_request(request: Option<&HlgConfig>, server: &HlgConfig) -> Opt
 }
 
 /// The largest `n` the generation routes accept.
+///
+/// ```
+/// use mistralrs_hlg::server::MAX_CHOICES;
+/// // `n` above this is a 400 naming `n`, before anything reaches the engine.
+/// assert!(MAX_CHOICES >= 1);
+/// ```
 pub const MAX_CHOICES: u64 = 128;
 
 /// The largest `max_tokens` when the model does not state its context length.
+///
+/// ```
+/// use mistralrs_hlg::server::MAX_TOKENS;
+/// // `max_tokens` above the model's context length (this, when it states none) is a 400.
+/// assert_eq!(MAX_TOKENS, 128 * 1024);
+/// ```
 pub const MAX_TOKENS: u64 = 131_072;
 
 /// An optional integer field of the body that must lie in `1..=max` (`null` is unset):
@@ -118,6 +131,12 @@ fn bounded_count(v: &Value, field: &str, max: u64) -> Result<Option<u64>, Respon
 }
 
 /// How the generation routes serve a request for `n > 1` choices.
+///
+/// ```
+/// use mistralrs_hlg::server::{Choices, HlgServerOptions};
+/// let o = HlgServerOptions { n_choices: Some("split".into()), ..Default::default() };
+/// assert_eq!(o.choices(), Ok(Some(Choices::Split)));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Choices {
     /// As `n` single-choice generations, one after another, merged into one response: the
@@ -144,6 +163,17 @@ struct AppState {
 /// management routes and media from files or remote addresses refused, OpenAI-shaped
 /// errors). `n > 1` is split (see [`Choices`]); requests are not serialised (see
 /// [`HlgServerOptions::router`] for the probe and the gate).
+///
+/// ```
+/// use mistralrs_hlg::{server::{self, load}, HlgConfig};
+///
+/// # async fn run() -> Result<(), mistralrs_hlg::server::ServerError> {
+/// let source = load::ModelSource::resolve("/models/model.gguf", None)?;
+/// let defaults: HlgConfig = serde_json::from_str(r#"{"enabled": true, "toe": 2}"#).unwrap();
+/// let router = server::router(load::load(&source, true).await?, defaults).await?;
+/// server::serve(router, "127.0.0.1", 1234).await
+/// # }
+/// ```
 pub async fn router(
     mistralrs: SharedMistralRsState,
     defaults: HlgConfig,
@@ -152,6 +182,16 @@ pub async fn router(
 }
 
 /// [`router`] with the `n > 1` handling chosen.
+///
+/// ```
+/// use mistralrs_hlg::{server::{self, load, Choices}, HlgConfig};
+///
+/// # async fn run() -> Result<(), mistralrs_hlg::server::ServerError> {
+/// let engine = load::load(&load::ModelSource::resolve("/models/model.gguf", None)?, true).await?;
+/// // A patched engine or a GPU batches `n > 1` correctly.
+/// let router = server::router_with(engine, HlgConfig::default(), Choices::Batched).await?;
+/// # Ok(()) }
+/// ```
 pub async fn router_with(
     mistralrs: SharedMistralRsState,
     defaults: HlgConfig,
@@ -161,6 +201,16 @@ pub async fn router_with(
 }
 
 /// [`router_with`] with the curve's backend chosen (`--hlg-backend`).
+///
+/// ```
+/// use mistralrs_hlg::{processor::Backend, server::{self, load, Choices}, HlgConfig};
+///
+/// # async fn run() -> Result<(), mistralrs_hlg::server::ServerError> {
+/// let engine = load::load(&load::ModelSource::resolve("/models/model.gguf", None)?, true).await?;
+/// let router =
+///     server::router_with_backend(engine, HlgConfig::default(), Choices::Split, Backend::Kernel).await?;
+/// # Ok(()) }
+/// ```
 pub async fn router_with_backend(
     mistralrs: SharedMistralRsState,
     defaults: HlgConfig,
@@ -183,6 +233,20 @@ pub async fn router_with_backend(
 /// [`engine`]). Without [`security::Exposure::apply`]: no key, every upstream route
 /// served, errors in upstream's shapes; [`router`] and [`HlgServerOptions::router`]
 /// apply it.
+///
+/// ```
+/// use mistralrs_hlg::{processor::Backend, server::{self, load, Choices, Gate}, HlgConfig};
+///
+/// # async fn run() -> Result<(), mistralrs_hlg::server::ServerError> {
+/// let source = load::ModelSource::resolve("/models/model.gguf", None)?;
+/// let engine = load::load(&source, true).await?;
+/// let gate = Gate::new(true, source.hints().eos); // one request at a time in the engine
+/// let router =
+///     server::router_with_gate(engine, HlgConfig::default(), Choices::Split, Backend::Kernel, gate.clone())
+///         .await?;
+/// assert_eq!(gate.in_engine(), 0);
+/// # Ok(()) }
+/// ```
 pub async fn router_with_gate(
     mistralrs: SharedMistralRsState,
     defaults: HlgConfig,
@@ -231,6 +295,16 @@ pub async fn router_with_gate(
 }
 
 /// Binds `host:port` and serves `router` until the process ends.
+///
+/// ```
+/// use mistralrs_hlg::server::{serve, ServerError};
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// // An address this machine does not have: the error names it.
+/// let e = serve(axum::Router::new(), "192.0.2.1", 1234).await.unwrap_err();
+/// assert!(matches!(e, ServerError::Net { what: "binding", .. }), "{e}");
+/// assert!(e.to_string().starts_with("binding 192.0.2.1:1234: "), "{e}");
+/// # });
+/// ```
 pub async fn serve(router: Router, host: &str, port: u16) -> Result<(), ServerError> {
     let net = |what| {
         move |source| ServerError::Net {
@@ -455,7 +529,7 @@ async fn chat_one(s: Arc<AppState>, v: Value, curve: Option<HlgCurve>) -> Respon
     let (tx, rx) = create_response_channel(None);
     let senders = tx.downgrade();
     let (mut request, streaming) =
-        match chat_completion::parse_request(req, state.clone(), tx).await {
+        match host::parse_chat(req, state.clone(), tx, host::Surface::Chat).await {
             Ok(x) => x,
             Err(e) => return invalid_request(e),
         };

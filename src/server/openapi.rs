@@ -41,6 +41,14 @@ fn field_schema(field: Field) -> Value {
 }
 
 /// The JSON schema of the `hlg` object (its object form; `true`/`false` also accepted).
+///
+/// ```
+/// use mistralrs_hlg::{params::MIN_BETA, server::openapi::hlg_schema};
+/// let s = hlg_schema();
+/// let toe = &s["properties"]["toe"]["oneOf"][0];
+/// assert_eq!(toe["minimum"].as_f64(), Some(f64::from(MIN_BETA)), "the validator's own bound");
+/// assert_eq!(s["additionalProperties"], false);
+/// ```
 pub fn hlg_schema() -> Value {
     let properties: serde_json::Map<String, Value> = Field::ALL
         .into_iter()
@@ -55,6 +63,13 @@ pub fn hlg_schema() -> Value {
 }
 
 /// Upstream's document with `hlg` described, built once per process.
+///
+/// ```
+/// use mistralrs_hlg::server::openapi::document;
+/// let doc = document();
+/// assert!(doc["paths"]["/v1/chat/completions"].is_object());
+/// assert!(std::ptr::eq(doc, document()), "built once");
+/// ```
 pub fn document() -> &'static Value {
     static DOC: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
     DOC.get_or_init(build)

@@ -20,6 +20,14 @@ use super::{Batching, Choices, ServerError};
 
 /// A server option with a value it does not accept: the message names the flag (which is
 /// also the config-file key) and what it accepts.
+///
+/// ```
+/// use mistralrs_hlg::server::{HlgServerOptions, OptionError};
+/// let opts = HlgServerOptions { n_choices: Some("many".into()), ..Default::default() };
+/// let e = opts.choices().unwrap_err();
+/// assert!(matches!(e, OptionError::Value { flag: "hlg-n-choices", .. }));
+/// assert_eq!(e.to_string(), r#"--hlg-n-choices must be "split" or "batched", got "many""#);
+/// ```
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum OptionError {
@@ -67,11 +75,25 @@ pub struct HlgFlags {
 
 impl HlgFlags {
     /// The value given for a field's flag.
+    ///
+    /// ```
+    /// use mistralrs_hlg::{config::RawValue, params::Field, server::HlgFlags};
+    /// let flags = HlgFlags::default().with(Field::Width, RawValue::from_flag("off"));
+    /// assert_eq!(flags.get(Field::Width), Some(&RawValue::from_flag("off")));
+    /// assert_eq!(flags.get(Field::Toe), None);
+    /// ```
     pub fn get(&self, field: Field) -> Option<&RawValue> {
         self.values.get(&field)
     }
 
     /// These flags with one more set.
+    ///
+    /// ```
+    /// use mistralrs_hlg::{config::RawValue, params::Field, server::HlgFlags};
+    /// let flags = HlgFlags::default().with(Field::Enabled, RawValue::from_flag("on"));
+    /// assert_eq!(flags.defaults()?.enabled(), Some(true));
+    /// # Ok::<(), mistralrs_hlg::server::OptionError>(())
+    /// ```
     pub fn with(mut self, field: Field, value: RawValue) -> Self {
         self.values.insert(field, value);
         self
@@ -79,6 +101,15 @@ impl HlgFlags {
 
     /// The server's HLG defaults these flags give, validated; the error names the flag
     /// and the accepted range (`--hlg-toe: \`hlg.toe\` must be a number in [1e-6, 1000] or "off", got -2`).
+    ///
+    /// ```
+    /// use mistralrs_hlg::{config::RawValue, params::Field, server::HlgFlags};
+    /// let bad = HlgFlags::default().with(Field::Toe, RawValue::Number(-2.0));
+    /// assert_eq!(
+    ///     bad.defaults().unwrap_err().to_string(),
+    ///     r#"--hlg-toe: `hlg.toe` must be a number in [1e-6, 1000] or "off", got -2"#
+    /// );
+    /// ```
     pub fn defaults(&self) -> Result<HlgConfig, OptionError> {
         let mut cfg = HlgConfig::default();
         for (&field, value) in &self.values {
@@ -93,6 +124,14 @@ impl HlgFlags {
 
     /// These flags over `base` (each flag that is set wins), e.g. a command line over a
     /// config file.
+    ///
+    /// ```
+    /// use mistralrs_hlg::{config::RawValue, params::Field, server::HlgFlags};
+    /// let file = HlgFlags::default().with(Field::Toe, RawValue::Number(2.0)).with(Field::Width, RawValue::Number(1.0));
+    /// let cli = HlgFlags::default().with(Field::Toe, RawValue::Number(5.0));
+    /// let both = cli.over(&file);
+    /// assert_eq!((both.get(Field::Toe), both.get(Field::Width)), (Some(&RawValue::Number(5.0)), Some(&RawValue::Number(1.0))));
+    /// ```
     pub fn over(&self, base: &HlgFlags) -> HlgFlags {
         let mut values = base.values.clone();
         values.extend(self.values.iter().map(|(f, v)| (*f, v.clone())));
@@ -225,7 +264,8 @@ pub struct HlgServerOptions {
     #[serde(default, rename = "api-key", alias = "api_key")]
     pub api_key: Option<String>,
     /// Serve upstream's management routes (model unload/reload/tune, re_isq, system
-    /// info and doctor); 404 without this.
+    /// info and doctor; on mistral.rs 0.9 also calibration, LoRA loading, metrics, files,
+    /// containers, skills, sessions and agent approvals); 404 without this.
     #[arg(long = "allow-admin-routes")]
     #[serde(default, rename = "allow-admin-routes", alias = "allow_admin_routes")]
     pub allow_admin_routes: bool,
@@ -329,6 +369,12 @@ pub struct ServeOptions {
 }
 
 /// A config file that could not be used; the message names the file or the key.
+///
+/// ```
+/// use mistralrs_hlg::server::{ConfigFileError, ServeOptions};
+/// assert!(matches!(ServeOptions::from_toml("port = 70000"), Err(ConfigFileError::Toml(_))));
+/// assert!(matches!(ServeOptions::from_toml("prot = 1"), Err(ConfigFileError::UnknownKey(k)) if k == "prot"));
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigFileError {
@@ -358,6 +404,14 @@ pub enum ConfigFileError {
 
 impl ServeOptions {
     /// The options a config file sets; every key must be a long flag of these options.
+    ///
+    /// ```
+    /// use mistralrs_hlg::server::ServeOptions;
+    /// let o = ServeOptions::from_toml("model-id = \"/m\"\nprefix_cache_n = 0\nhlg-width = \"off\"")?;
+    /// assert_eq!((o.model.as_deref(), o.prefix_cache_n), (Some("/m"), Some(0)));
+    /// assert_eq!(o.hlg.flags.defaults()?.curve().width(), None);
+    /// # Ok::<(), mistralrs_hlg::server::ServerError>(())
+    /// ```
     pub fn from_toml(text: &str) -> Result<ServeOptions, ConfigFileError> {
         let table: toml::Table = text.parse()?;
         let known = Self::file_keys();
@@ -373,6 +427,12 @@ impl ServeOptions {
     }
 
     /// [`Self::from_toml`] of a file; the error names it.
+    ///
+    /// ```
+    /// use mistralrs_hlg::server::ServeOptions;
+    /// let e = ServeOptions::read(std::path::Path::new("/no/such/hlg.toml")).unwrap_err();
+    /// assert!(e.to_string().starts_with("reading /no/such/hlg.toml: "), "{e}");
+    /// ```
     pub fn read(path: &Path) -> Result<ServeOptions, ConfigFileError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigFileError::Read {
             path: path.into(),
@@ -386,6 +446,15 @@ impl ServeOptions {
 
     /// The keys a config file may hold: every long flag and its aliases but `--config`,
     /// from the command line's own declaration.
+    ///
+    /// ```
+    /// use mistralrs_hlg::server::ServeOptions;
+    /// let keys = ServeOptions::file_keys();
+    /// for k in ["model-id", "model", "port", "prefix-cache-n", "hlg-toe", "hlg-batching", "api-key"] {
+    ///     assert!(keys.iter().any(|x| x == k), "{k}");
+    /// }
+    /// assert!(!keys.iter().any(|x| x == "config"));
+    /// ```
     pub fn file_keys() -> Vec<String> {
         let cmd = Self::augment_args(Command::new("serve"));
         cmd.get_arguments()
@@ -399,6 +468,15 @@ impl ServeOptions {
 
     /// These options over `base` (each one that is set wins), e.g. a command line over its
     /// config file.
+    ///
+    /// ```
+    /// use mistralrs_hlg::server::ServeOptions;
+    /// let file = ServeOptions::from_toml("port = 8080\nhost = \"0.0.0.0\"\ncpu = true")?;
+    /// let cli = ServeOptions { port: Some(9000), ..Default::default() };
+    /// let both = cli.over(&file);
+    /// assert_eq!((both.port, both.host.as_deref(), both.cpu), (Some(9000), Some("0.0.0.0"), true));
+    /// # Ok::<(), mistralrs_hlg::server::ConfigFileError>(())
+    /// ```
     pub fn over(&self, base: &ServeOptions) -> ServeOptions {
         ServeOptions {
             model: self.model.clone().or_else(|| base.model.clone()),
@@ -415,6 +493,14 @@ impl ServeOptions {
     }
 
     /// Every HLG value checked, before a model loads: the error names the flag.
+    ///
+    /// ```
+    /// use mistralrs_hlg::server::ServeOptions;
+    /// assert!(ServeOptions::from_toml("hlg-toe = 2")?.check().is_ok());
+    /// let e = ServeOptions::from_toml("hlg-backend = \"gpu\"")?.check().unwrap_err();
+    /// assert_eq!(e.to_string(), r#"--hlg-backend must be "kernel" or "mlx", got "gpu""#);
+    /// # Ok::<(), mistralrs_hlg::server::ConfigFileError>(())
+    /// ```
     pub fn check(&self) -> Result<(), OptionError> {
         self.hlg.flags.defaults()?;
         self.hlg.backend()?;
@@ -425,6 +511,13 @@ impl ServeOptions {
 }
 
 /// What the server knows of the model from its file, beyond what the engine says.
+///
+/// ```
+/// use mistralrs_hlg::server::load::ModelSource;
+/// let source = ModelSource::Hub { repo: "owner/repo".into(), file: "m-q4.gguf".into() };
+/// let hints = source.hints();
+/// assert_eq!((hints.name.as_deref(), hints.eos.len()), (Some("m-q4"), 0));
+/// ```
 #[derive(Clone, Debug, Default)]
 pub struct ModelHints {
     /// The end-of-sequence token ids ([`super::engine::gguf_eos`]): used to end a
@@ -436,6 +529,14 @@ pub struct ModelHints {
 
 impl HlgServerOptions {
     /// These options over `base` (each one that is set wins).
+    ///
+    /// ```
+    /// use mistralrs_hlg::server::HlgServerOptions;
+    /// let file = HlgServerOptions { n_choices: Some("batched".into()), allow_admin_routes: true, ..Default::default() };
+    /// let cli = HlgServerOptions { n_choices: Some("split".into()), ..Default::default() };
+    /// let both = cli.over(&file);
+    /// assert_eq!((both.n_choices.as_deref(), both.allow_admin_routes), (Some("split"), true));
+    /// ```
     pub fn over(&self, base: &HlgServerOptions) -> HlgServerOptions {
         HlgServerOptions {
             flags: self.flags.over(&base.flags),
@@ -454,6 +555,11 @@ impl HlgServerOptions {
     }
 
     /// The backend named by `--hlg-backend` (the kernel when unset).
+    ///
+    /// ```
+    /// use mistralrs_hlg::{processor::Backend, server::HlgServerOptions};
+    /// assert_eq!(HlgServerOptions::default().backend(), Ok(Backend::Kernel));
+    /// ```
     pub fn backend(&self) -> Result<Backend, OptionError> {
         let name = self.backend.as_deref().unwrap_or("kernel");
         Backend::parse(name).map_err(|e| match e {
@@ -468,6 +574,13 @@ impl HlgServerOptions {
 
     /// How `n > 1` is served as the flag says; `None` when unset (then it follows the
     /// engine: split when its batched rows are wrong, batched otherwise).
+    ///
+    /// ```
+    /// use mistralrs_hlg::server::{Choices, HlgServerOptions};
+    /// assert_eq!(HlgServerOptions::default().choices(), Ok(None));
+    /// let o = HlgServerOptions { n_choices: Some("batched".into()), ..Default::default() };
+    /// assert_eq!(o.choices(), Ok(Some(Choices::Batched)));
+    /// ```
     pub fn choices(&self) -> Result<Option<Choices>, OptionError> {
         match self.n_choices.as_deref() {
             None => Ok(None),
@@ -482,6 +595,12 @@ impl HlgServerOptions {
     }
 
     /// `--hlg-batching` ([`Batching::Auto`] when unset).
+    ///
+    /// ```
+    /// use mistralrs_hlg::server::{Batching, HlgServerOptions};
+    /// let o = HlgServerOptions { batching: Some("serial".into()), ..Default::default() };
+    /// assert_eq!(o.batching(), Ok(Batching::Serial));
+    /// ```
     pub fn batching(&self) -> Result<Batching, OptionError> {
         let name = self.batching.as_deref().unwrap_or("auto");
         Batching::parse(name).ok_or_else(|| OptionError::Value {
@@ -494,6 +613,17 @@ impl HlgServerOptions {
     /// The whole router (see [`super::router`]) with these options, every value checked
     /// first: an error names the flag and the accepted values. With `--hlg-batching auto`
     /// the engine is probed first ([`super::engine::probe`]).
+    ///
+    /// ```
+    /// use mistralrs_hlg::server::{self, load, HlgServerOptions};
+    ///
+    /// # async fn run() -> Result<(), mistralrs_hlg::server::ServerError> {
+    /// let source = load::ModelSource::resolve("/models/model.gguf", None)?;
+    /// let engine = load::load(&source, true).await?;
+    /// let router = HlgServerOptions::default().router(engine).await?;
+    /// server::serve(router, "127.0.0.1", 1234).await
+    /// # }
+    /// ```
     pub async fn router(
         &self,
         mistralrs: SharedMistralRsState,
@@ -502,6 +632,19 @@ impl HlgServerOptions {
     }
 
     /// [`Self::router`], told what the server knows of the model from its file.
+    ///
+    /// ```
+    /// use mistralrs_hlg::server::{self, load, HlgServerOptions};
+    ///
+    /// # async fn run() -> Result<(), mistralrs_hlg::server::ServerError> {
+    /// let source = load::ModelSource::resolve("/models/model.gguf", None)?;
+    /// let engine = load::load(&source, true).await?;
+    /// // The file's end-of-sequence tokens cancel a disconnected client's generation; its
+    /// // name is what responses show as `model`.
+    /// let router = HlgServerOptions::default().router_for(engine, source.hints()).await?;
+    /// server::serve(router, "127.0.0.1", 1234).await
+    /// # }
+    /// ```
     pub async fn router_for(
         &self,
         mistralrs: SharedMistralRsState,
@@ -554,6 +697,13 @@ impl HlgServerOptions {
     }
 
     /// What these options expose (key, management routes, media sources).
+    ///
+    /// ```
+    /// use mistralrs_hlg::server::HlgServerOptions;
+    /// let o = HlgServerOptions { allow_local_media: true, ..Default::default() };
+    /// let e = o.exposure();
+    /// assert!(e.allow_local_media && !e.allow_remote_media && !e.has_api_key());
+    /// ```
     pub fn exposure(&self) -> super::security::Exposure {
         let mut e = super::security::Exposure::default().with_api_key(self.api_key.as_deref());
         e.allow_admin_routes = self.allow_admin_routes;

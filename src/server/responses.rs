@@ -41,6 +41,7 @@ use serde_json::Value;
 use tokio::sync::mpsc::Receiver;
 use tower::ServiceExt;
 
+use super::host::{self, Surface};
 use super::{admit, engine, invalid_request, openai_error, AppState};
 use crate::curve::HlgCurve;
 
@@ -73,11 +74,17 @@ pub(super) async fn create(
     let (tx, rx) = create_response_channel(None);
     let senders = tx.downgrade();
     let streaming = call.stream;
-    let (mut request, _) =
-        match chat_completion::parse_request(call.chat.clone(), s.mistralrs.clone(), tx).await {
-            Ok(x) => x,
-            Err(e) => return invalid_request(e),
-        };
+    let (mut request, _) = match host::parse_chat(
+        call.chat.clone(),
+        s.mistralrs.clone(),
+        tx,
+        Surface::Responses,
+    )
+    .await
+    {
+        Ok(x) => x,
+        Err(e) => return invalid_request(e),
+    };
     let mut admission = admit(&s, &mut request, Some(curve)).await;
     if let Err(e) = send_request_with_model(&s.mistralrs, request, call.model_id()).await {
         return chat_completion::handle_error(s.mistralrs.clone(), e.into()).into_response();
@@ -113,6 +120,8 @@ fn stream(
         call.store,
         history,
         call.context,
+        #[cfg(mistralrs_host = "0.9")]
+        None,
     );
     let interval = std::time::Duration::from_millis(
         mistralrs_server_core::streaming::get_keep_alive_interval(),
@@ -153,10 +162,11 @@ async fn background(s: Arc<AppState>, call: Call, curve: HlgCurve) -> Response {
     };
     tokio::spawn(async move {
         let (tx, rx) = create_response_channel(None);
-        let (mut request, _) = match chat_completion::parse_request(
+        let (mut request, _) = match host::parse_chat(
             call.chat.clone(),
             s.mistralrs.clone(),
             tx,
+            Surface::Responses,
         )
         .await
         {
@@ -310,7 +320,10 @@ fn chat_request(r: OpenResponsesCreateRequest, messages: Vec<Message>) -> ChatCo
         tools: r.tools,
         tool_choice: r.tool_choice,
         response_format: response_format(r.text.and_then(|t| t.format), r.response_format),
+        #[cfg(not(mistralrs_host = "0.9"))]
         web_search_options: r.web_search_options,
+        #[cfg(mistralrs_host = "0.9")]
+        web_search_options: None,
         top_k: r.top_k,
         grammar: r.grammar,
         min_p: r.min_p,
@@ -321,6 +334,26 @@ fn chat_request(r: OpenResponsesCreateRequest, messages: Vec<Message>) -> ChatCo
         enable_thinking,
         reasoning_effort,
         truncate_sequence: r.truncation.map(|t| matches!(t, TruncationStrategy::Auto)),
+        #[cfg(mistralrs_host = "0.9")]
+        adapter: r.adapter,
+        #[cfg(mistralrs_host = "0.9")]
+        ignore_eos: false,
+        #[cfg(mistralrs_host = "0.9")]
+        agent_permission: None,
+        #[cfg(mistralrs_host = "0.9")]
+        code_execution_permission: None,
+        #[cfg(mistralrs_host = "0.9")]
+        enable_shell: false,
+        #[cfg(mistralrs_host = "0.9")]
+        shell_skill_references: vec![],
+        #[cfg(mistralrs_host = "0.9")]
+        session_id: None,
+        #[cfg(mistralrs_host = "0.9")]
+        files: None,
+        #[cfg(mistralrs_host = "0.9")]
+        chat_template_kwargs: None,
+        #[cfg(mistralrs_host = "0.9")]
+        max_tool_rounds: None,
     }
 }
 
@@ -345,6 +378,8 @@ fn text_message(role: &str, text: String) -> Message {
         name: None,
         tool_calls: None,
         tool_call_id: None,
+        #[cfg(mistralrs_host = "0.9")]
+        reasoning_content: None,
     }
 }
 
@@ -471,6 +506,8 @@ impl Call {
                     fresh_id("fc"),
                     call.id.clone(),
                     call.function.name.clone(),
+                    #[cfg(mistralrs_host = "0.9")]
+                    None,
                     call.function.arguments.clone(),
                     ItemStatus::Completed,
                 ));

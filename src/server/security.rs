@@ -17,10 +17,28 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-/// Upstream's management routes (mistralrs-server-core 0.8.1): model unload, reload and
-/// tuning, re-quantization, system information and diagnostics. Served only with
-/// `--allow-admin-routes`.
-pub const ADMIN_ROUTES: [&str; 6] = [
+/// Upstream's management routes: model unload, reload and tuning, re-quantization,
+/// system information and diagnostics; on mistral.rs 0.9 also calibration, LoRA adapter
+/// loading, the metrics, and the routes that keep state on the server (files,
+/// containers, skills, sessions, agent approvals). Served only with
+/// `--allow-admin-routes`; each entry covers the paths below it (`/v1/files/{id}`).
+///
+/// ```
+/// use axum::{body::Body, http::Request, routing::get, Router};
+/// use mistralrs_hlg::server::security::{Exposure, ADMIN_ROUTES};
+/// use tower::ServiceExt;
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// assert!(ADMIN_ROUTES.contains(&"/v1/system/info"));
+/// let routes = || Router::new().route("/v1/system/info", get(|| async { "info" }));
+/// let get_info = || Request::get("/v1/system/info").body(Body::empty()).unwrap();
+/// let closed = Exposure::default().apply(routes());
+/// assert_eq!(closed.oneshot(get_info()).await.unwrap().status(), 404);
+/// let open = Exposure { allow_admin_routes: true, ..Default::default() }.apply(routes());
+/// assert_eq!(open.oneshot(get_info()).await.unwrap().status(), 200);
+/// # });
+/// ```
+#[cfg(not(mistralrs_host = "0.9"))]
+pub const ADMIN_ROUTES: &[&str] = &[
     "/v1/models/unload",
     "/v1/models/reload",
     "/v1/models/tune",
@@ -29,18 +47,84 @@ pub const ADMIN_ROUTES: [&str; 6] = [
     "/re_isq",
 ];
 
+/// See the 0.8.1 list above.
+#[cfg(mistralrs_host = "0.9")]
+pub const ADMIN_ROUTES: &[&str] = &[
+    "/v1/models/unload",
+    "/v1/models/reload",
+    "/v1/models/tune",
+    "/v1/system/info",
+    "/v1/system/doctor",
+    "/re_isq",
+    "/calibration",
+    "/v1/load_lora_adapter",
+    "/v1/unload_lora_adapter",
+    "/metrics",
+    "/v1/files",
+    "/v1/containers",
+    "/v1/skills",
+    "/v1/sessions",
+    "/v1/agent/approvals",
+];
+
+/// Whether `path` is one of [`ADMIN_ROUTES`] or below one.
+///
+/// ```
+/// use mistralrs_hlg::server::security::is_admin_route;
+/// assert!(is_admin_route("/v1/models/unload"));
+/// assert!(!is_admin_route("/v1/models"));
+/// assert!(!is_admin_route("/v1/models/unloaded"));
+/// ```
+pub fn is_admin_route(path: &str) -> bool {
+    ADMIN_ROUTES.iter().any(|r| {
+        path.strip_prefix(r)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    })
+}
+
 /// The routes that apply an `hlg` field; any other route refuses a body carrying one
 /// (400), rather than ignoring it.
+///
+/// ```
+/// use axum::{body::Body, http::Request, routing::post, Router};
+/// use mistralrs_hlg::server::security::{Exposure, HLG_ROUTES};
+/// use tower::ServiceExt;
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// assert!(!HLG_ROUTES.contains(&"/v1/embeddings"));
+/// let app = Exposure::default().apply(Router::new().route("/v1/embeddings", post(|| async { "{}" })));
+/// let req = Request::post("/v1/embeddings")
+///     .header("content-type", "application/json")
+///     .body(Body::from(r#"{"input": "Hi", "hlg": {"toe": 2}}"#))
+///     .unwrap();
+/// assert_eq!(app.oneshot(req).await.unwrap().status(), 400, "hlg is refused, not dropped");
+/// # });
+/// ```
 pub const HLG_ROUTES: [&str; 3] = ["/v1/chat/completions", "/v1/completions", "/v1/responses"];
 
 /// Routes that stay open without the API key (load balancers' health checks).
+///
+/// ```
+/// use mistralrs_hlg::server::security::OPEN_ROUTES;
+/// assert!(OPEN_ROUTES.contains(&"/health"));
+/// ```
 pub const OPEN_ROUTES: [&str; 2] = ["/health", "/"];
 
 /// The largest request body, as upstream's router has it (50 MiB).
+///
+/// ```
+/// use mistralrs_hlg::server::security::MAX_BODY_BYTES;
+/// assert_eq!(MAX_BODY_BYTES, 50 << 20);
+/// ```
 pub const MAX_BODY_BYTES: usize =
     mistralrs_server_core::mistralrs_server_router_builder::DEFAULT_MAX_BODY_LIMIT;
 
 /// What the server exposes beyond generation.
+///
+/// ```
+/// use mistralrs_hlg::server::security::Exposure;
+/// let e = Exposure::default();
+/// assert!(!e.has_api_key() && !e.allow_admin_routes && !e.allow_remote_media && !e.allow_local_media);
+/// ```
 #[derive(Clone, Debug, Default)]
 pub struct Exposure {
     key: Option<Arc<[u8; 32]>>,
@@ -70,6 +154,12 @@ impl Exposure {
     }
 
     /// Whether a key is required.
+    ///
+    /// ```
+    /// use mistralrs_hlg::server::HlgServerOptions;
+    /// let opts = HlgServerOptions { api_key: Some("sk-1".into()), ..Default::default() };
+    /// assert!(opts.exposure().has_api_key());
+    /// ```
     pub fn has_api_key(&self) -> bool {
         self.key.is_some()
     }
@@ -85,6 +175,29 @@ impl Exposure {
     }
 
     /// `router` behind these rules and with every error in OpenAI's shape.
+    ///
+    /// ```
+    /// use axum::{body::Body, http::Request, routing::get, Router};
+    /// use mistralrs_hlg::server::security::Exposure;
+    /// use tower::ServiceExt;
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let routes = Router::new()
+    ///     .route("/v1/models", get(|| async { "[]" }))
+    ///     .route("/health", get(|| async { "ok" }));
+    /// let app = Exposure::default().with_api_key(Some("sk-1")).apply(routes);
+    /// let ask = |path: &str, auth: Option<&str>| {
+    ///     let mut r = Request::get(path);
+    ///     if let Some(a) = auth {
+    ///         r = r.header("authorization", a);
+    ///     }
+    ///     r.body(Body::empty()).unwrap()
+    /// };
+    /// assert_eq!(app.clone().oneshot(ask("/v1/models", None)).await.unwrap().status(), 401);
+    /// assert_eq!(app.clone().oneshot(ask("/v1/models", Some("Bearer sk-2"))).await.unwrap().status(), 401);
+    /// assert_eq!(app.clone().oneshot(ask("/v1/models", Some("Bearer sk-1"))).await.unwrap().status(), 200);
+    /// assert_eq!(app.oneshot(ask("/health", None)).await.unwrap().status(), 200);
+    /// # });
+    /// ```
     pub fn apply(self, router: axum::Router) -> axum::Router {
         let exposure = Arc::new(self);
         let guard = axum::middleware::from_fn(move |req: Request, next: Next| {
@@ -110,7 +223,7 @@ impl Exposure {
                 Some("invalid_api_key"),
             );
         }
-        if !self.allow_admin_routes && ADMIN_ROUTES.contains(&path.as_str()) {
+        if !self.allow_admin_routes && is_admin_route(&path) {
             return error(StatusCode::NOT_FOUND, "invalid_request_error", &format!("no route {path} (management routes are off; start the server with --allow-admin-routes)"), None, None);
         }
         let hlg_route = HLG_ROUTES.contains(&path.as_str());
@@ -356,6 +469,19 @@ pub(crate) fn scrub_paths(message: &str) -> String {
 /// `router` with the model's internal id (for a local GGUF, its directory) shown as
 /// `served` in every response: the `model` field of completions and chunks, and the list
 /// of `GET /v1/models`. Requests may name either (an alias is registered).
+///
+/// ```
+/// use axum::{body::Body, http::Request, routing::get, Router};
+/// use mistralrs_hlg::server::security::serve_under_name;
+/// use tower::ServiceExt;
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let routes = Router::new().route("/v1/models", get(|| async { r#"{"data":[{"id":"/srv/models"}]}"# }));
+/// let app = serve_under_name(routes, "/srv/models".into(), "smollm2".into());
+/// let resp = app.oneshot(Request::get("/v1/models").body(Body::empty()).unwrap()).await.unwrap();
+/// let body = axum::body::to_bytes(resp.into_body(), 1 << 20).await.unwrap();
+/// assert_eq!(&body[..], br#"{"data":[{"id":"smollm2"}]}"#);
+/// # });
+/// ```
 pub fn serve_under_name(router: axum::Router, internal: String, served: String) -> axum::Router {
     if internal == served {
         return router;
@@ -409,6 +535,12 @@ pub fn serve_under_name(router: axum::Router, internal: String, served: String) 
 
 /// The name a model is served under by default: the last component of its id (a GGUF
 /// directory's name, a hub repository's name).
+///
+/// ```
+/// use mistralrs_hlg::server::security::default_served_name;
+/// assert_eq!(default_served_name("/root/.cache/models/"), "models");
+/// assert_eq!(default_served_name("HuggingFaceTB/SmolLM2-135M"), "SmolLM2-135M");
+/// ```
 pub fn default_served_name(internal: &str) -> String {
     internal
         .trim_end_matches('/')
