@@ -74,14 +74,7 @@ pub(super) async fn create(
     let (tx, rx) = create_response_channel(None);
     let senders = tx.downgrade();
     let streaming = call.stream;
-    let (mut request, _) = match host::parse_chat(
-        call.chat.clone(),
-        s.mistralrs.clone(),
-        tx,
-        Surface::Responses,
-    )
-    .await
-    {
+    let mut request = match call.engine_request(&s, tx).await {
         Ok(x) => x,
         Err(e) => return invalid_request(e),
     };
@@ -162,17 +155,10 @@ async fn background(s: Arc<AppState>, call: Call, curve: HlgCurve) -> Response {
     };
     tokio::spawn(async move {
         let (tx, rx) = create_response_channel(None);
-        let (mut request, _) = match host::parse_chat(
-            call.chat.clone(),
-            s.mistralrs.clone(),
-            tx,
-            Surface::Responses,
-        )
-        .await
-        {
+        let mut request = match call.engine_request(&s, tx).await {
             Ok(x) => x,
             Err(e) => {
-                tasks.mark_failed(&id, ResponseError::new("parse_error", e.to_string()));
+                tasks.mark_failed(&id, ResponseError::new("parse_error", e));
                 return;
             }
         };
@@ -384,6 +370,23 @@ fn text_message(role: &str, text: String) -> Message {
 }
 
 impl Call {
+    /// The engine's request for this call (upstream's chat parsing), answering on `tx`.
+    async fn engine_request(
+        &self,
+        s: &AppState,
+        tx: tokio::sync::mpsc::Sender<EngineResponse>,
+    ) -> Result<mistralrs_core::Request, String> {
+        host::parse_chat(
+            self.chat.clone(),
+            s.mistralrs.clone(),
+            tx,
+            Surface::Responses,
+        )
+        .await
+        .map(|(request, _)| request)
+        .map_err(|e| e.to_string())
+    }
+
     fn new(r: OpenResponsesCreateRequest, prior: Option<Vec<Message>>) -> Result<Self, Response> {
         refuse_unsupported(&r)?;
         let context = context(&r);
