@@ -33,7 +33,9 @@ use sha2::{Digest, Sha256};
 /// let get_info = || Request::get("/v1/system/info").body(Body::empty()).unwrap();
 /// let closed = Exposure::default().apply(routes());
 /// assert_eq!(closed.oneshot(get_info()).await.unwrap().status(), 404);
-/// let open = Exposure { allow_admin_routes: true, ..Default::default() }.apply(routes());
+/// let mut exposure = Exposure::default();
+/// exposure.allow_admin_routes = true;
+/// let open = exposure.apply(routes());
 /// assert_eq!(open.oneshot(get_info()).await.unwrap().status(), 200);
 /// # });
 /// ```
