@@ -21,7 +21,8 @@ use sha2::{Digest, Sha256};
 /// system information and diagnostics; on mistral.rs 0.9 also calibration, LoRA adapter
 /// loading, the metrics, and the routes that keep state on the server (files,
 /// containers, skills, sessions, agent approvals). Served only with
-/// `--allow-admin-routes`; each entry covers the paths below it (`/v1/files/{id}`).
+/// `--allow-admin-routes` (0.9's additions are `ADMIN_ROUTES_0_9`); each entry covers the
+/// paths below it (`/v1/files/{id}`).
 ///
 /// ```
 /// use axum::{body::Body, http::Request, routing::get, Router};
@@ -39,7 +40,6 @@ use sha2::{Digest, Sha256};
 /// assert_eq!(open.oneshot(get_info()).await.unwrap().status(), 200);
 /// # });
 /// ```
-#[cfg(not(mistralrs_host = "0.9"))]
 pub const ADMIN_ROUTES: &[&str] = &[
     "/v1/models/unload",
     "/v1/models/reload",
@@ -49,15 +49,9 @@ pub const ADMIN_ROUTES: &[&str] = &[
     "/re_isq",
 ];
 
-/// See the 0.8.1 list above.
+/// The management and state-keeping routes mistral.rs 0.9 adds to [`ADMIN_ROUTES`].
 #[cfg(mistralrs_host = "0.9")]
-pub const ADMIN_ROUTES: &[&str] = &[
-    "/v1/models/unload",
-    "/v1/models/reload",
-    "/v1/models/tune",
-    "/v1/system/info",
-    "/v1/system/doctor",
-    "/re_isq",
+pub const ADMIN_ROUTES_0_9: &[&str] = &[
     "/calibration",
     "/v1/load_lora_adapter",
     "/v1/unload_lora_adapter",
@@ -78,7 +72,11 @@ pub const ADMIN_ROUTES: &[&str] = &[
 /// assert!(!is_admin_route("/v1/models/unloaded"));
 /// ```
 pub fn is_admin_route(path: &str) -> bool {
-    ADMIN_ROUTES.iter().any(|r| {
+    #[cfg(mistralrs_host = "0.9")]
+    let routes = ADMIN_ROUTES.iter().chain(ADMIN_ROUTES_0_9);
+    #[cfg(not(mistralrs_host = "0.9"))]
+    let routes = ADMIN_ROUTES.iter();
+    routes.into_iter().any(|r| {
         path.strip_prefix(r)
             .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
     })
