@@ -42,6 +42,14 @@ pub enum EvalCmd {
     /// Resumable: OUT/frontier/level-<T>.json per level, a level already there is kept.
     /// OUT/frontier.md, OUT/frontier.svg, OUT/frontier-candidates.json.
     Frontier(FrontierArgs),
+    /// Online confirmation of the screening (issue #19): at each --levels T, plain
+    /// temperature, --per-family settings of top-p, min-p and top-nσ and the shipped HLG
+    /// knobs plus --hlg settings spread along the frontier, each at its screened
+    /// temperature, sample --prompts × --samples on the model. Resumable sample by
+    /// sample (OUT/confirm/level-<T>/*.jsonl; each sample's draws are seeded, so a run
+    /// done in parts equals one done at once). OUT/confirm.json, OUT/confirm.md,
+    /// OUT/confirm-<T>.svg, rewritten after every method.
+    Confirm(ConfirmArgs),
     /// Diversity at matched entropy: temperature, top-p 0.9, min-p 0.05 and HLG (each toe
     /// shape), each at the temperature that gives it plain temperature's mean entropy at
     /// --level (matched on the captured logits); open-ended prompts × --samples each.
@@ -116,6 +124,37 @@ pub struct FrontierArgs {
     /// Worker threads [default: the machine's available parallelism].
     #[arg(long)]
     threads: Option<usize>,
+}
+
+/// `eval confirm`.
+#[derive(Args)]
+pub struct ConfirmArgs {
+    #[command(flatten)]
+    out: EvalOut,
+    /// A GGUF file (the embedded model when omitted).
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// The entropy levels, each screened before (`eval frontier`), comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "0.8,1.0,1.3")]
+    levels: Vec<f64>,
+    /// Open-ended prompts (at most 48: the capture's 24, then 24 held out).
+    #[arg(long, default_value_t = mistralrs_hlg::eval::confirm::PROMPTS)]
+    prompts: usize,
+    /// Samples per prompt.
+    #[arg(long, default_value_t = mistralrs_hlg::eval::confirm::SAMPLES)]
+    samples: usize,
+    /// Tokens per sample.
+    #[arg(long, default_value_t = mistralrs_hlg::eval::confirm::MAX_TOKENS)]
+    max_tokens: usize,
+    /// Settings per baseline family (top-p, min-p, top-nσ).
+    #[arg(long, default_value_t = 2)]
+    per_family: usize,
+    /// HLG settings from the frontier, beside the shipped knobs.
+    #[arg(long, default_value_t = 3)]
+    hlg: usize,
+    /// Print the plan and what is left to sample, and stop.
+    #[arg(long)]
+    plan_only: bool,
 }
 
 /// `eval diversity`.
@@ -198,6 +237,7 @@ pub fn run(cmd: EvalCmd) -> anyhow::Result<()> {
         EvalCmd::Capture(args) => capture(args),
         EvalCmd::Kl(args) => kl(args),
         EvalCmd::Frontier(args) => frontier(args),
+        EvalCmd::Confirm(args) => confirm(args),
         EvalCmd::Diversity(args) => diversity(args),
         EvalCmd::Guardrail(args) => guardrail(args),
         EvalCmd::Perf(args) => perf(args),
@@ -392,6 +432,158 @@ fn screen_levels(
         done.push(l);
     }
     Ok(done)
+}
+
+fn confirm(args: ConfirmArgs) -> anyhow::Result<()> {
+    use mistralrs_hlg::eval::confirm;
+    let ConfirmArgs {
+        out,
+        model,
+        levels,
+        prompts,
+        samples,
+        max_tokens,
+        per_family,
+        hlg,
+        plan_only,
+    } = args;
+    if levels.is_empty() || levels.iter().any(|l| !(*l > 0.0 && l.is_finite())) {
+        bail!("--levels must be finite numbers > 0");
+    }
+    if !(1..=48).contains(&prompts) || samples < 2 || max_tokens == 0 {
+        bail!("--prompts 1 to 48, --samples at least 2 (self-BLEU compares samples), --max-tokens at least 1");
+    }
+    let screened = levels
+        .iter()
+        .map(|&l| read_screened(&out.out, l))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let plans: Vec<Vec<confirm::Planned>> = screened
+        .iter()
+        .map(|l| confirm::plan(l, per_family, hlg))
+        .collect();
+    let ps = prompts::open_ended(prompts);
+    let (mut stores, left) = open_stores(&out.out, &levels, &plans, &ps, samples, max_tokens)?;
+    eprintln!("{left} samples left in all");
+    write_confirm(
+        &out.out, &screened, &plans, &stores, &ps, samples, max_tokens,
+    )?;
+    if plan_only || left == 0 {
+        return Ok(());
+    }
+    tokio::runtime::Runtime::new()?.block_on(async {
+        let m = capture::load_model(model.as_deref()).await?;
+        let bar = progress(left, "confirm");
+        for (i, &l) in levels.iter().enumerate() {
+            for (j, method) in plans[i].iter().enumerate() {
+                let st = &mut stores[i][j];
+                confirm::run_method(&m, st, method, l, &ps, samples, || bar.inc(1)).await?;
+                write_confirm(
+                    &out.out, &screened, &plans, &stores, &ps, samples, max_tokens,
+                )?;
+            }
+        }
+        bar.finish();
+        anyhow::Ok(())
+    })?;
+    eprintln!(
+        "confirm.json, confirm.md, confirm-<T>.svg → {}",
+        out.out.display()
+    );
+    Ok(())
+}
+
+/// Each planned method's samples so far, and how many are left in all.
+fn open_stores(
+    out: &std::path::Path,
+    levels: &[f64],
+    plans: &[Vec<mistralrs_hlg::eval::confirm::Planned>],
+    ps: &[&str],
+    samples: usize,
+    max_tokens: usize,
+) -> anyhow::Result<(Vec<Vec<mistralrs_hlg::eval::confirm::Store>>, usize)> {
+    use mistralrs_hlg::eval::confirm::Store;
+    let dir = |l: f64| out.join("confirm").join(format!("level-{l}"));
+    let mut stores: Vec<Vec<Store>> = vec![];
+    let mut left = 0;
+    for (l, plan) in levels.iter().zip(plans) {
+        let mut row = vec![];
+        for m in plan {
+            let st = Store::open(&dir(*l), m, max_tokens)?;
+            let todo = ps.len() * samples
+                - (0..samples)
+                    .flat_map(|k| ps.iter().map(move |p| (p, k)))
+                    .filter(|(p, k)| st.has(p, *k))
+                    .count();
+            eprintln!(
+                "T = {l}: {:<40} T = {:.4}  {todo} samples left",
+                m.name(),
+                m.sampler.temperature()
+            );
+            left += todo;
+            row.push(st);
+        }
+        stores.push(row);
+    }
+    Ok((stores, left))
+}
+
+/// A level's screening (`eval frontier`), which the online run takes its settings and
+/// temperatures from.
+fn read_screened(
+    out: &std::path::Path,
+    level: f64,
+) -> anyhow::Result<mistralrs_hlg::eval::frontier::Level> {
+    let path = out.join("frontier").join(format!("level-{level}.json"));
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        anyhow::anyhow!(
+            "{}: {e}; screen the level first: mistralrs-hlg eval frontier --levels {level}",
+            path.display()
+        )
+    })?;
+    Ok(serde_json::from_str(&text)?)
+}
+
+/// OUT/confirm.json, confirm.md and one confirm-<T>.svg per level, from the samples so far.
+fn write_confirm(
+    dir: &std::path::Path,
+    screened: &[mistralrs_hlg::eval::frontier::Level],
+    plans: &[Vec<mistralrs_hlg::eval::confirm::Planned>],
+    stores: &[Vec<mistralrs_hlg::eval::confirm::Store>],
+    ps: &[&str],
+    samples: usize,
+    max_tokens: usize,
+) -> anyhow::Result<()> {
+    use mistralrs_hlg::eval::confirm;
+    let levels: Vec<confirm::Level> = screened
+        .iter()
+        .zip(plans.iter().zip(stores))
+        .map(|(l, (plan, st))| {
+            let runs: Vec<Vec<confirm::Sample>> = st.iter().map(|s| s.samples.clone()).collect();
+            confirm::Level {
+                level: l.level,
+                target_entropy: l.target_entropy,
+                methods: confirm::measure(plan, &runs, ps, samples),
+            }
+        })
+        .collect();
+    let doc = confirm::Doc {
+        prompts: ps.len(),
+        samples,
+        max_tokens,
+        levels,
+    };
+    std::fs::write(
+        dir.join("confirm.json"),
+        serde_json::to_string_pretty(&doc)?,
+    )?;
+    std::fs::write(dir.join("confirm.md"), report::confirm_table(&doc))?;
+    for l in &doc.levels {
+        std::fs::write(
+            dir.join(format!("confirm-{}.svg", l.level)),
+            plot::confirm(l),
+        )?;
+    }
+    Ok(())
 }
 
 fn diversity(args: DiversityArgs) -> anyhow::Result<()> {

@@ -5,10 +5,10 @@
 
 use mistralrs::Model;
 use mistralrs_hlg::eval::capture::{self, Capture, CaptureConfig};
-use mistralrs_hlg::eval::generate::generate;
+use mistralrs_hlg::eval::generate::{generate, generate_seeded};
 use mistralrs_hlg::eval::metrics::log_softmax;
 use mistralrs_hlg::eval::sampler::{mean_entropy, Sampler};
-use mistralrs_hlg::eval::{diversity, guardrail, kl, perf, prompts};
+use mistralrs_hlg::eval::{confirm, diversity, frontier, guardrail, kl, perf, prompts};
 use mistralrs_hlg::{HlgConfig, HlgCurve};
 
 #[tokio::test(flavor = "multi_thread")]
@@ -33,6 +33,7 @@ async fn the_evaluation_pipeline_measures_what_it_says() {
     kl_characterisation(&c);
     entropy_matching(&c);
     online_generation(&model, &c).await;
+    seeded_and_resumed(&model).await;
     guardrail_scorer(&model).await;
     perf_ab(&model).await;
 }
@@ -115,6 +116,64 @@ async fn online_generation(model: &Model, c: &Capture) {
         .map(|v| v.exp() * v)
         .sum::<f64>();
     assert!((Sampler::Temperature { t: 0.8 }.entropy(row) - h).abs() < 1e-9);
+}
+
+/// The online confirmation's draws: the same seed gives the same sample whatever the
+/// engine ran in between, and a stored run resumed with more samples keeps its samples
+/// and adds only the missing one.
+async fn seeded_and_resumed(model: &Model) {
+    let s = Sampler::Temperature { t: 1.2 };
+    let p = prompts::OPEN_ENDED[1];
+    let seed = || mistralrs_hlg::eval::generate::SplitMix::named("smoke");
+    let a = generate_seeded(model, p, &s, 8, seed()).await.unwrap();
+    // Something else on the engine, drawn by the host's own generator.
+    generate(model, p, &s, 8).await.unwrap();
+    let b = generate_seeded(model, p, &s, 8, seed()).await.unwrap();
+    assert_eq!(a, b);
+    assert_eq!(a.1.entropy.len(), a.1.base_logprob.len() + 1);
+
+    let dir = std::env::temp_dir().join(format!("hlg-smoke-confirm-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let method = confirm::Planned {
+        family: frontier::Family::Temperature,
+        knob: String::new(),
+        sampler: s,
+        offline: Default::default(),
+    };
+    let ps = [p];
+    let mut count = 0;
+    let mut st = confirm::Store::open(&dir, &method, 6).unwrap();
+    confirm::run_method(model, &mut st, &method, 1.0, &ps, 2, || count += 1)
+        .await
+        .unwrap();
+    assert_eq!((count, st.samples.len()), (2, 2));
+    let first = st.samples.clone();
+    let mut st = confirm::Store::open(&dir, &method, 6).unwrap();
+    assert_eq!(st.samples, first);
+    confirm::run_method(model, &mut st, &method, 1.0, &ps, 3, || count += 1)
+        .await
+        .unwrap();
+    assert_eq!((count, st.samples.len()), (3, 3));
+    assert_eq!(&st.samples[..2], &first[..]);
+    // The third sample is what a fresh run of it alone draws.
+    let (text, trace) = generate_seeded(model, p, &method.sampler, 6, method.seed(1.0, p, 2))
+        .await
+        .unwrap();
+    assert_eq!(st.samples[2].text, text);
+    // As the file holds it: serde_json reads some floats back an ulp away.
+    let read: mistralrs_hlg::eval::generate::Trace =
+        serde_json::from_str(&serde_json::to_string(&trace).unwrap()).unwrap();
+    assert_eq!(st.samples[2].trace, read);
+    let c = confirm::measure(&[method], &[st.samples.clone()], &ps, 3);
+    assert_eq!((c[0].prompts, c[0].samples), (1, 3));
+    assert_eq!(
+        c[0].tokens,
+        st.samples
+            .iter()
+            .map(|x| x.trace.base_logprob.len())
+            .sum::<usize>()
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Guardrail: the scorer on the model's greedy answers agrees with a by-hand check of

@@ -14,6 +14,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::capture::Capture;
+use super::generate::SplitMix;
 use super::kl::mean_stats_with;
 use super::metrics::Stats;
 use super::sampler::{match_entropy, mean_entropy, Sampler};
@@ -150,23 +151,6 @@ pub fn hlg_search(n: usize, seed: u64) -> Vec<HlgConfig> {
         }
     }
     out
-}
-
-/// A small deterministic generator (SplitMix64) for the search.
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn pick<T: Copy>(&mut self, from: &[T]) -> T {
-        from[(self.next() % from.len() as u64) as usize]
-    }
 }
 
 /// A setting's knob in words: `0.9`, `n = 1.5`, `top-4 w3 s2 t1 quadratic`.

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use candle_core::Tensor;
 use mistralrs::{RequestBuilder, TextMessageRole};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::metrics::{log_softmax, TAIL};
 use super::sampler::{probs, Sampler};
@@ -21,7 +21,7 @@ struct State {
 }
 
 /// What one generation recorded.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Trace {
     /// Entropy (nats) of the sampling distribution at each step.
     pub entropy: Vec<f64>,
@@ -39,6 +39,8 @@ impl Trace {
 
 struct Recorder {
     sampler: Sampler,
+    /// The sample's own stream when the draw is made here (see [`generate_seeded`]).
+    draws: Option<Mutex<SplitMix>>,
     state: Mutex<State>,
 }
 
@@ -61,20 +63,106 @@ impl mistralrs_core::CustomLogitsProcessor for Recorder {
                 .map(|v| v * v.ln())
                 .sum::<f64>(),
         );
+        if let Some(draws) = &self.draws {
+            // The host can then only draw this token: every other logit is -inf.
+            let u = draws.lock().unwrap().unit();
+            let pick = draw(&q, u);
+            y.fill(f32::NEG_INFINITY);
+            y[pick] = 0.0;
+        }
         Tensor::from_vec(y, logits.dims1()?, logits.device())
     }
 }
 
+/// The index `u` (in `[0, 1)`) falls on in the cumulative distribution `q`: the draw of
+/// inverse transform sampling. `q` may sum to a little under 1 (rounding): `u` is scaled
+/// to its sum. Never an entry of zero probability.
+pub fn draw(q: &[f64], u: f64) -> usize {
+    let total: f64 = q.iter().sum();
+    let target = u * total;
+    let mut cum = 0.0;
+    let mut last = 0;
+    for (i, &p) in q.iter().enumerate() {
+        if p > 0.0 {
+            cum += p;
+            last = i;
+            if target < cum {
+                return i;
+            }
+        }
+    }
+    last
+}
+
+/// A small deterministic generator (SplitMix64): the search's draws and each seeded
+/// sample's.
+#[derive(Clone, Debug)]
+pub struct SplitMix(pub u64);
+
+impl SplitMix {
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A uniform number in `[0, 1)` (53 bits).
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+
+    /// A uniform pick from `from` (not empty).
+    pub fn pick<T: Copy>(&mut self, from: &[T]) -> T {
+        from[(self.next_u64() % from.len() as u64) as usize]
+    }
+
+    /// The generator seeded by a text's FNV-1a hash: a stable seed for a named sample.
+    pub fn named(name: &str) -> SplitMix {
+        let h = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        SplitMix(h)
+    }
+}
+
 /// One chat generation of `prompt` with `sampler`, at most `max_tokens` tokens: the text
-/// and its trace.
+/// and its trace. The host draws each token with its own generator.
 pub async fn generate(
     model: &mistralrs::Model,
     prompt: &str,
     sampler: &Sampler,
     max_tokens: usize,
 ) -> Result<(String, Trace), EvalError> {
+    run(model, prompt, sampler, max_tokens, None).await
+}
+
+/// [`generate`] with every token drawn here, from the sampler's distribution (computed in
+/// `f64`, the same one the host would draw from), by a generator seeded with `seed`: the
+/// same seed gives the same sample whatever ran before it on the engine, so a resumed run
+/// equals an uninterrupted one.
+pub async fn generate_seeded(
+    model: &mistralrs::Model,
+    prompt: &str,
+    sampler: &Sampler,
+    max_tokens: usize,
+    seed: SplitMix,
+) -> Result<(String, Trace), EvalError> {
+    run(model, prompt, sampler, max_tokens, Some(seed)).await
+}
+
+async fn run(
+    model: &mistralrs::Model,
+    prompt: &str,
+    sampler: &Sampler,
+    max_tokens: usize,
+    seed: Option<SplitMix>,
+) -> Result<(String, Trace), EvalError> {
     let rec = Arc::new(Recorder {
         sampler: sampler.clone(),
+        draws: seed.map(Mutex::new),
         state: Mutex::default(),
     });
     let req = RequestBuilder::new()
@@ -96,4 +184,58 @@ pub async fn generate(
         .unwrap_or_default();
     let trace = std::mem::take(&mut rec.state.lock().unwrap().trace);
     Ok((text, trace))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_draw_inverts_the_cumulative_distribution() {
+        let q = [0.0, 0.25, 0.0, 0.5, 0.25];
+        assert_eq!(draw(&q, 0.0), 1);
+        assert_eq!(draw(&q, 0.2499), 1);
+        assert_eq!(draw(&q, 0.25), 3);
+        assert_eq!(draw(&q, 0.7499), 3);
+        assert_eq!(draw(&q, 0.75), 4);
+        // A sum under 1 (rounding) is scaled to, so the last kept entry is still reached
+        // and a zero entry after it never is.
+        assert_eq!(draw(&[0.3, 0.3, 0.0], 0.999), 1);
+    }
+
+    #[test]
+    fn seeded_draws_follow_the_distribution() {
+        // 20000 draws of a known distribution: each frequency within 4 standard errors.
+        let q = [0.5, 0.3, 0.15, 0.05, 0.0];
+        let mut rng = SplitMix::named("test");
+        let mut counts = [0usize; 5];
+        let n = 20_000;
+        for _ in 0..n {
+            counts[draw(&q, rng.unit())] += 1;
+        }
+        for (c, p) in counts.iter().zip(q) {
+            let f = *c as f64 / n as f64;
+            let se = (p * (1.0 - p) / n as f64).sqrt();
+            assert!((f - p).abs() <= 4.0 * se, "{counts:?}");
+        }
+        assert_eq!(counts[4], 0);
+    }
+
+    #[test]
+    fn named_streams_are_stable_and_distinct() {
+        let stream = |name: &str| {
+            let mut r = SplitMix::named(name);
+            [r.next_u64(), r.next_u64(), r.next_u64()]
+        };
+        let (a, b) = (stream("0.8|temperature|3|1"), stream("0.8|temperature|3|1"));
+        let c = stream("0.8|temperature|3|2")[0];
+        assert_eq!(a, b);
+        assert_ne!(a[0], c);
+        // FNV-1a of the empty text is its offset basis; SplitMix64's first output from 0
+        // is a published constant.
+        assert_eq!(SplitMix::named("").0, 0xcbf2_9ce4_8422_2325);
+        assert_eq!(SplitMix(0).next_u64(), 0xe220_a839_7b1d_cdaf);
+        let u = SplitMix(0).unit();
+        assert!((0.0..1.0).contains(&u));
+    }
 }

@@ -4,6 +4,7 @@
 //! that reproduce them: `docs/RESULTS.md`.
 
 pub mod capture;
+pub mod confirm;
 pub mod diversity;
 mod error;
 pub mod frontier;

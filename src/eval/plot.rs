@@ -274,6 +274,103 @@ pub fn frontier(doc: &super::diversity::Doc) -> String {
     s + "</svg>\n"
 }
 
+/// One level of the online confirmation: distinct-2 against the tail-garbage rate and
+/// against the mean base log-probability, one line per family through its settings (in
+/// order of the quality measure), each point labelled with its knob and drawn with its
+/// standard errors on both axes.
+pub fn confirm(level: &super::confirm::Level) -> String {
+    use super::confirm::{Confirmed, Estimate};
+    use super::frontier::Family;
+    let (w, h, pad) = (960.0, 440.0, 50.0);
+    let mut s = format!(
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11"><rect width="100%" height="100%" fill="white"/><text x="10" y="16" font-size="13">online, at matched entropy (plain temperature's at T = {}): diversity against quality, ±1 standard error</text>"#,
+        level.level
+    );
+    let measured: Vec<&Confirmed> = level.methods.iter().filter(|c| c.prompts > 0).collect();
+    type Axis = fn(&Confirmed) -> Estimate;
+    let panels: [(&str, Axis); 2] = [
+        ("tail-garbage rate (lower: better)", |c| c.tail_rate),
+        ("mean base log-prob (higher: better)", |c| c.base_logprob),
+    ];
+    for (k, (xl, fx)) in panels.iter().enumerate() {
+        let ox = k as f64 * w / 2.0;
+        let frame = Frame {
+            l: ox + pad,
+            r: ox + w / 2.0 - 20.0,
+            t: 40.0,
+            b: h - pad,
+        };
+        let xs = measured.iter().flat_map(|c| {
+            let e = fx(c);
+            [e.mean - e.se, e.mean + e.se]
+        });
+        let ys = measured.iter().flat_map(|c| {
+            let e = c.distinct[1];
+            [e.mean - e.se, e.mean + e.se]
+        });
+        let sc = Scatter {
+            x: padded_span(xs),
+            y: padded_span(ys),
+            frame,
+        };
+        scatter_axes(&mut s, &sc, xl, "distinct-2");
+        for f in Family::ALL {
+            let mut pts: Vec<&&Confirmed> =
+                measured.iter().filter(|c| c.method.family == f).collect();
+            pts.sort_by(|a, b| fx(a).mean.total_cmp(&fx(b).mean));
+            confirm_family(&mut s, &sc, f, &pts, *fx);
+        }
+    }
+    s + "</svg>\n"
+}
+
+/// One family's points of a confirmation panel: joined, with error bars and knobs.
+fn confirm_family(
+    s: &mut String,
+    sc: &Scatter,
+    f: super::frontier::Family,
+    pts: &[&&super::confirm::Confirmed],
+    fx: fn(&super::confirm::Confirmed) -> super::confirm::Estimate,
+) {
+    let c = f.color();
+    let at = |p: &super::confirm::Confirmed| (sc.px(fx(p).mean), sc.py(p.distinct[1].mean));
+    if pts.len() > 1 {
+        let line: Vec<String> = pts
+            .iter()
+            .map(|p| {
+                let (x, y) = at(p);
+                format!("{x:.1},{y:.1}")
+            })
+            .collect();
+        *s += &format!(
+            r#"<polyline points="{}" fill="none" stroke="{c}" stroke-width="1.5"/>"#,
+            line.join(" ")
+        );
+    }
+    for p in pts {
+        let (x, y) = at(p);
+        let (ex, ey) = (fx(p), p.distinct[1]);
+        *s += &format!(
+            r#"<line x1="{:.1}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="{c}"/><line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke="{c}"/><circle cx="{x:.1}" cy="{y:.1}" r="3.5" fill="{c}"/>"#,
+            sc.px(ex.mean - ex.se),
+            sc.px(ex.mean + ex.se),
+            sc.py(ey.mean - ey.se),
+            sc.py(ey.mean + ey.se),
+        );
+        let label = if p.method.knob.is_empty() {
+            f.name().to_string()
+        } else {
+            p.method.knob.clone()
+        };
+        *s += &format!(
+            r#"<text x="{:.1}" y="{:.1}" fill="{c}" font-size="9">{}</text>"#,
+            x + 5.0,
+            y - 5.0,
+            escape(&label)
+        );
+    }
+}
+
 /// Method names in the order of first appearance.
 fn method_names(doc: &super::diversity::Doc) -> Vec<&str> {
     first_appearance(

@@ -28,3 +28,44 @@ pub const OPEN_ENDED: [&str; 24] = [
     "Write a toast for the wedding of two dragons.",
     "Describe a festival of lanterns on a river.",
 ];
+
+/// More open-ended prompts of the same kind, never captured: the online confirmation
+/// (`eval confirm`) samples [`OPEN_ENDED`] and then these, so half of its prompts are
+/// held out from the logits its temperatures were matched on.
+pub const OPEN_ENDED_MORE: [&str; 24] = [
+    "Describe a city built on the back of a giant turtle.",
+    "Write the opening line of a story about a forgotten key.",
+    "Invent a new color and describe what it looks like.",
+    "Describe the smell of a bookshop after the rain.",
+    "Write a short poem about a kettle coming to the boil.",
+    "Give a name and a one-sentence description to a new island.",
+    "Describe a garden that grows only at night.",
+    "Write a letter from a tree to the wind.",
+    "Invent a card game and explain how a round ends.",
+    "Describe an evening in a harbour town in autumn.",
+    "Tell me about a strange museum in a small town.",
+    "Write a haiku about a paper boat.",
+    "Describe the sound of a city waking up.",
+    "Invent a kitchen tool and describe what it does.",
+    "Write the first paragraph of a legend about a bridge.",
+    "Describe a dragon who collects teacups.",
+    "Suggest a name for a café on the moon and describe its menu.",
+    "Describe a voyage on a ship made of glass.",
+    "Write a short dialogue between a river and a mountain.",
+    "Describe a school where the lessons are taught by birds.",
+    "Invent a dance and explain its first steps.",
+    "Describe the view from the top of a very old clock tower.",
+    "Write a speech for the opening of a museum of lost socks.",
+    "Describe a market held once a year under the snow.",
+];
+
+/// The first `n` open-ended prompts: [`OPEN_ENDED`], then [`OPEN_ENDED_MORE`] (at most
+/// 48).
+pub fn open_ended(n: usize) -> Vec<&'static str> {
+    OPEN_ENDED
+        .iter()
+        .chain(OPEN_ENDED_MORE.iter())
+        .copied()
+        .take(n)
+        .collect()
+}

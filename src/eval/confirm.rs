@@ -1,0 +1,807 @@
+//! Online confirmation of the offline frontier (issue #19): at each entropy level, a
+//! handful of settings per family, each at the temperature its screening matched
+//! ([`super::frontier`]), sample the open-ended prompts on the model; their diversity
+//! (distinct-n, self-BLEU) and quality (tail-garbage rate, mean base log-probability)
+//! are measured with standard errors over prompts, and paired, prompt by prompt, against
+//! plain temperature at the same level.
+//!
+//! The run is resumable sample by sample: every finished sample is appended to its
+//! method's file (`OUT/confirm/level-<T>/<method>.jsonl`) and a run reads back what is
+//! there. Each sample's tokens are drawn by the evaluation from a stream seeded by its
+//! level, method, prompt and index ([`super::generate::generate_seeded`]), so a run done
+//! in parts holds exactly the samples of a run done at once, and more prompts or samples
+//! later extend a finished run instead of replacing it.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::frontier::{self, Family, Measure, Screened};
+use super::generate::{generate_seeded, SplitMix, Trace};
+use super::metrics::Stats;
+use super::sampler::Sampler;
+use super::text::{distinct_n, self_bleu, words};
+use super::EvalError;
+
+/// Prompts per method by default: 4× the tokens of `eval diversity` (24 × 8 × 16) with
+/// twice the prompts and twice the length.
+pub const PROMPTS: usize = 48;
+/// Samples per prompt by default.
+pub const SAMPLES: usize = 8;
+/// Tokens per sample by default.
+pub const MAX_TOKENS: usize = 32;
+
+/// One method to confirm at one level: a screened setting at its matched temperature.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Planned {
+    /// The family.
+    pub family: Family,
+    /// The knob in words ([`frontier::knob`]).
+    pub knob: String,
+    /// The sampler at its matched temperature.
+    pub sampler: Sampler,
+    /// Its offline measures at that temperature.
+    pub offline: Stats,
+}
+
+impl Planned {
+    fn of(p: &Screened) -> Planned {
+        Planned {
+            family: p.family,
+            knob: p.knob.clone(),
+            sampler: p.sampler.clone(),
+            offline: p.stats,
+        }
+    }
+
+    /// `family knob` (`temperature`, `top-p p = 0.9`, `hlg top-4 w3 s2 t1 quadratic`): the
+    /// method's name in tables, files and seeds.
+    pub fn name(&self) -> String {
+        if self.knob.is_empty() {
+            self.family.name().to_string()
+        } else {
+            format!("{} {}", self.family.name(), self.knob)
+        }
+    }
+
+    /// The file its samples go to under a level's directory.
+    pub fn file_name(&self) -> String {
+        let slug: String = self
+            .name()
+            .chars()
+            .map(|c| match c {
+                'σ' => 's',
+                c if c.is_ascii_alphanumeric() || c == '.' || c == '-' => c,
+                _ => '_',
+            })
+            .collect();
+        format!("{slug}.jsonl")
+    }
+
+    /// The draws of sample `sample` of prompt `prompt` at `level`.
+    pub fn seed(&self, level: f64, prompt: &str, sample: usize) -> SplitMix {
+        SplitMix::named(&format!("{level}|{}|{prompt}|{sample}", self.name()))
+    }
+}
+
+/// The methods to confirm at `level`: plain temperature; for top-p, min-p and top-nσ,
+/// `per_family` settings each (those on the level's frontier first, then those no other
+/// setting of the family beats, then by expected base log-probability); for HLG, the
+/// shipped knobs and `hlg` settings spread along the HLG part of the frontier (its two
+/// ends included), so that the online points cover the range the screening found.
+pub fn plan(level: &frontier::Level, per_family: usize, hlg: usize) -> Vec<Planned> {
+    let front = level.frontier();
+    let on_front = |p: &Screened| front.iter().any(|q| std::ptr::eq(*q, p));
+    let mut out = vec![];
+    for family in Family::ALL {
+        let mut of: Vec<&Screened> = level
+            .points
+            .iter()
+            .filter(|p| p.family == family && p.matched)
+            .collect();
+        match family {
+            Family::Temperature => out.extend(of.first().map(|p| Planned::of(p))),
+            Family::Hlg => {
+                let shipped = frontier::knob(&Sampler::Hlg {
+                    t: 1.0,
+                    hlg: crate::HlgConfig::default().resolved(true),
+                });
+                out.extend(
+                    of.iter()
+                        .find(|p| p.knob == shipped)
+                        .map(|p| Planned::of(p)),
+                );
+                let on: Vec<&Screened> = front
+                    .iter()
+                    .copied()
+                    .filter(|p| p.family == Family::Hlg && p.knob != shipped)
+                    .collect();
+                out.extend(
+                    spread(on.len(), hlg)
+                        .into_iter()
+                        .map(|i| Planned::of(on[i])),
+                );
+            }
+            _ => {
+                let own = family_frontier(&of);
+                let rank = |p: &&Screened| {
+                    (
+                        !on_front(p),
+                        !own.iter().any(|q| std::ptr::eq(*q, *p)),
+                        -p.stats.base_logprob,
+                    )
+                };
+                of.sort_by(|a, b| {
+                    let (x, y) = (rank(a), rank(b));
+                    (x.0, x.1).cmp(&(y.0, y.1)).then(x.2.total_cmp(&y.2))
+                });
+                out.extend(of.iter().take(per_family).map(|p| Planned::of(p)));
+            }
+        }
+    }
+    out
+}
+
+/// `k` indices out of `0..n`, evenly spread with both ends (all of them when `k ≥ n`).
+pub fn spread(n: usize, k: usize) -> Vec<usize> {
+    if k >= n {
+        return (0..n).collect();
+    }
+    match k {
+        0 => vec![],
+        1 => vec![0],
+        _ => {
+            let mut v: Vec<usize> = (0..k)
+                .map(|i| ((i * (n - 1)) as f64 / (k - 1) as f64).round() as usize)
+                .collect();
+            v.dedup();
+            v
+        }
+    }
+}
+
+/// The settings of one family that no other of the same family beats on both offline
+/// measures.
+fn family_frontier<'a>(of: &[&'a Screened]) -> Vec<&'a Screened> {
+    let level = frontier::Level {
+        level: 0.0,
+        target_entropy: 0.0,
+        positions: 0,
+        points: of.iter().map(|p| (*p).clone()).collect(),
+    };
+    let kept: Vec<String> = level.frontier().iter().map(|p| p.knob.clone()).collect();
+    of.iter()
+        .copied()
+        .filter(|p| kept.contains(&p.knob))
+        .collect()
+}
+
+/// One finished sample, as its method's file holds it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    /// The prompt's index in the prompt list.
+    pub prompt: usize,
+    /// The prompt's text (a changed prompt list does not mix in other prompts' samples).
+    pub prompt_text: String,
+    /// The sample's index for this prompt.
+    pub sample: usize,
+    /// The generated text.
+    pub text: String,
+    /// What the generation recorded.
+    pub trace: Trace,
+}
+
+/// The first line of a method's file: what its samples were drawn with.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Header {
+    method: String,
+    temperature: f64,
+    max_tokens: usize,
+}
+
+impl Header {
+    fn same(&self, other: &Header) -> bool {
+        self.method == other.method
+            && self.max_tokens == other.max_tokens
+            // serde_json reads floats back to within an ulp.
+            && (self.temperature - other.temperature).abs() <= 1e-12 * other.temperature
+    }
+}
+
+/// A method's samples on disk: read back on open, appended one by one.
+pub struct Store {
+    path: PathBuf,
+    header: Header,
+    /// The samples read back or added.
+    pub samples: Vec<Sample>,
+}
+
+impl Store {
+    /// The file of `method` under `dir` with its samples. A file written for another
+    /// temperature or length is moved aside (`.stale`); a torn last line (a run stopped
+    /// while writing) is dropped.
+    pub fn open(dir: &Path, method: &Planned, max_tokens: usize) -> Result<Store, EvalError> {
+        std::fs::create_dir_all(dir).map_err(EvalError::io("creating", dir))?;
+        let path = dir.join(method.file_name());
+        let header = Header {
+            method: method.name(),
+            temperature: method.sampler.temperature(),
+            max_tokens,
+        };
+        let mut samples = vec![];
+        let mut keep = false;
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            let mut lines = text.lines();
+            let read = lines
+                .next()
+                .and_then(|l| serde_json::from_str::<Header>(l).ok());
+            if read.is_some_and(|h| h.same(&header)) {
+                keep = true;
+                samples = lines
+                    .map_while(|l| serde_json::from_str::<Sample>(l).ok())
+                    .collect();
+            } else {
+                std::fs::rename(&path, path.with_extension("jsonl.stale"))
+                    .map_err(EvalError::io("setting aside", &path))?;
+            }
+        }
+        let store = Store {
+            path,
+            header,
+            samples,
+        };
+        if !keep || store.torn()? {
+            store.rewrite()?;
+        }
+        Ok(store)
+    }
+
+    /// Whether the file holds more lines than were read (a torn or unreadable tail).
+    fn torn(&self) -> Result<bool, EvalError> {
+        let text =
+            std::fs::read_to_string(&self.path).map_err(EvalError::io("reading", &self.path))?;
+        Ok(text.lines().count() != 1 + self.samples.len() || !text.ends_with('\n'))
+    }
+
+    fn rewrite(&self) -> Result<(), EvalError> {
+        let mut text = line(&self.header);
+        for s in &self.samples {
+            text += &line(s);
+        }
+        let tmp = self.path.with_extension("jsonl.tmp");
+        std::fs::write(&tmp, text).map_err(EvalError::io("writing", &tmp))?;
+        std::fs::rename(&tmp, &self.path).map_err(EvalError::io("writing", &self.path))
+    }
+
+    /// Whether sample `sample` of `prompt` is there.
+    pub fn has(&self, prompt: &str, sample: usize) -> bool {
+        self.samples
+            .iter()
+            .any(|s| s.prompt_text == prompt && s.sample == sample)
+    }
+
+    /// Adds a finished sample, on disk first. What is kept is the line read back, as a
+    /// later run reads it (serde_json reads some floats back an ulp away), so a run done
+    /// in parts measures exactly what a run done at once does.
+    pub fn push(&mut self, s: Sample) -> Result<(), EvalError> {
+        let io = || EvalError::io("appending to", &self.path);
+        let text = line(&s);
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&self.path)
+            .map_err(io())?;
+        f.write_all(text.as_bytes()).map_err(io())?;
+        f.sync_data().map_err(io())?;
+        self.samples
+            .push(serde_json::from_str(&text).expect("a sample reads back"));
+        Ok(())
+    }
+}
+
+/// One JSON line (these types always serialise: plain fields, no maps with other keys).
+fn line<T: Serialize>(v: &T) -> String {
+    serde_json::to_string(v).expect("a sample serialises") + "\n"
+}
+
+/// Generates the samples of `method` that `store` does not hold yet: every prompt ×
+/// `samples`, prompt by prompt. `progress` after each new sample.
+pub async fn run_method(
+    model: &mistralrs::Model,
+    store: &mut Store,
+    method: &Planned,
+    level: f64,
+    prompts: &[&str],
+    samples: usize,
+    mut progress: impl FnMut(),
+) -> Result<(), EvalError> {
+    let max_tokens = store.header.max_tokens;
+    for (p, prompt) in prompts.iter().enumerate() {
+        for k in 0..samples {
+            if store.has(prompt, k) {
+                continue;
+            }
+            let seed = method.seed(level, prompt, k);
+            let (text, trace) =
+                generate_seeded(model, prompt, &method.sampler, max_tokens, seed).await?;
+            store.push(Sample {
+                prompt: p,
+                prompt_text: prompt.to_string(),
+                sample: k,
+                text,
+                trace,
+            })?;
+            progress();
+        }
+    }
+    Ok(())
+}
+
+/// A mean over prompts and its standard error.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Estimate {
+    /// The mean.
+    pub mean: f64,
+    /// Its standard error (0 with fewer than two values).
+    pub se: f64,
+}
+
+impl Estimate {
+    /// The mean of `v` and its standard error.
+    pub fn of(v: &[f64]) -> Estimate {
+        let n = v.len() as f64;
+        if v.is_empty() {
+            return Estimate::default();
+        }
+        let mean = v.iter().sum::<f64>() / n;
+        let se = if v.len() > 1 {
+            (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0) / n).sqrt()
+        } else {
+            0.0
+        };
+        Estimate { mean, se }
+    }
+}
+
+/// One prompt's measures over its samples.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct PromptMeasures {
+    /// Distinct-1/2/3 over the prompt's samples.
+    pub distinct: [f64; 3],
+    /// Self-BLEU-4 of the samples.
+    pub self_bleu: f64,
+    /// Share of the drawn tokens whose base probability is below 1e-4.
+    pub tail_rate: f64,
+    /// Mean base log-probability of the drawn tokens.
+    pub base_logprob: f64,
+    /// Mean entropy of the distributions sampled from.
+    pub entropy: f64,
+    /// Tokens scored.
+    pub tokens: usize,
+}
+
+impl PromptMeasures {
+    /// The measures of one prompt's samples (`None` without any scored token).
+    pub fn of(samples: &[&Sample]) -> Option<PromptMeasures> {
+        let ws: Vec<Vec<String>> = samples.iter().map(|s| words(&s.text)).collect();
+        let lp: Vec<f64> = samples
+            .iter()
+            .flat_map(|s| s.trace.base_logprob.iter().copied())
+            .collect();
+        let ent: Vec<f64> = samples
+            .iter()
+            .flat_map(|s| s.trace.entropy.iter().copied())
+            .collect();
+        if lp.is_empty() {
+            return None;
+        }
+        let tail: usize = samples.iter().map(|s| s.trace.tail_tokens()).sum();
+        Some(PromptMeasures {
+            distinct: [1, 2, 3].map(|n| distinct_n(&ws, n)),
+            self_bleu: self_bleu(&ws),
+            tail_rate: tail as f64 / lp.len() as f64,
+            base_logprob: lp.iter().sum::<f64>() / lp.len() as f64,
+            entropy: Estimate::of(&ent).mean,
+            tokens: lp.len(),
+        })
+    }
+}
+
+/// Paired differences, this method minus the reference, prompt by prompt.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Paired {
+    /// Prompts in both.
+    pub prompts: usize,
+    /// Distinct-2.
+    pub distinct2: Estimate,
+    /// Self-BLEU.
+    pub self_bleu: Estimate,
+    /// Tail-garbage rate.
+    pub tail_rate: Estimate,
+    /// Mean base log-probability.
+    pub base_logprob: Estimate,
+}
+
+/// One method's online measures at one level.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Confirmed {
+    /// What ran.
+    pub method: Planned,
+    /// Prompts measured (those with every sample done).
+    pub prompts: usize,
+    /// Samples per prompt.
+    pub samples: usize,
+    /// Tokens scored.
+    pub tokens: usize,
+    /// Distinct-1/2/3.
+    pub distinct: [Estimate; 3],
+    /// Self-BLEU-4 (lower: more diverse).
+    pub self_bleu: Estimate,
+    /// Tail-garbage rate.
+    pub tail_rate: Estimate,
+    /// Mean base log-probability.
+    pub base_logprob: Estimate,
+    /// Mean entropy of the distributions sampled from.
+    pub entropy: Estimate,
+    /// Against plain temperature at the level, on the same prompts (`None` for plain
+    /// temperature itself, or before it ran).
+    pub vs_temperature: Option<Paired>,
+    /// On the online frontier of distinct-2 against the tail-garbage rate / against the
+    /// mean base log-probability at this level.
+    pub on_frontier: [bool; 2],
+}
+
+/// Each complete prompt's measures, by prompt index.
+pub fn per_prompt(
+    samples: &[Sample],
+    prompts: &[&str],
+    per: usize,
+) -> Vec<(usize, PromptMeasures)> {
+    prompts
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| {
+            let mine: Vec<&Sample> = samples
+                .iter()
+                .filter(|s| s.prompt_text == *p && s.sample < per)
+                .collect();
+            if mine.len() < per {
+                return None;
+            }
+            PromptMeasures::of(&mine).map(|m| (i, m))
+        })
+        .collect()
+}
+
+fn paired(a: &[(usize, PromptMeasures)], b: &[(usize, PromptMeasures)]) -> Paired {
+    let both: Vec<(&PromptMeasures, &PromptMeasures)> = a
+        .iter()
+        .filter_map(|(i, x)| b.iter().find(|(j, _)| j == i).map(|(_, y)| (x, y)))
+        .collect();
+    let d = |f: fn(&PromptMeasures) -> f64| {
+        Estimate::of(&both.iter().map(|(x, y)| f(x) - f(y)).collect::<Vec<_>>())
+    };
+    Paired {
+        prompts: both.len(),
+        distinct2: d(|m| m.distinct[1]),
+        self_bleu: d(|m| m.self_bleu),
+        tail_rate: d(|m| m.tail_rate),
+        base_logprob: d(|m| m.base_logprob),
+    }
+}
+
+/// The methods' measures at one level from their samples (`runs[i]` for `methods[i]`),
+/// paired against plain temperature and marked on the online frontiers.
+pub fn measure(
+    methods: &[Planned],
+    runs: &[Vec<Sample>],
+    prompts: &[&str],
+    samples: usize,
+) -> Vec<Confirmed> {
+    let pp: Vec<Vec<(usize, PromptMeasures)>> = runs
+        .iter()
+        .map(|r| per_prompt(r, prompts, samples))
+        .collect();
+    let reference = methods
+        .iter()
+        .position(|m| m.family == Family::Temperature)
+        .filter(|&i| !pp[i].is_empty());
+    let mut out: Vec<Confirmed> = methods
+        .iter()
+        .zip(&pp)
+        .enumerate()
+        .map(|(i, (m, p))| {
+            let e = |f: fn(&PromptMeasures) -> f64| {
+                Estimate::of(&p.iter().map(|(_, x)| f(x)).collect::<Vec<_>>())
+            };
+            Confirmed {
+                method: m.clone(),
+                prompts: p.len(),
+                samples,
+                tokens: p.iter().map(|(_, x)| x.tokens).sum(),
+                distinct: [
+                    e(|x| x.distinct[0]),
+                    e(|x| x.distinct[1]),
+                    e(|x| x.distinct[2]),
+                ],
+                self_bleu: e(|x| x.self_bleu),
+                tail_rate: e(|x| x.tail_rate),
+                base_logprob: e(|x| x.base_logprob),
+                entropy: e(|x| x.entropy),
+                vs_temperature: reference.filter(|&r| r != i).map(|r| paired(p, &pp[r])),
+                on_frontier: [false; 2],
+            }
+        })
+        .collect();
+    mark_frontiers(&mut out);
+    out
+}
+
+/// The online frontiers: a measured method is on one when no other has at least its
+/// distinct-2 and at least its quality (tail-garbage rate or base log-probability), and
+/// more of one.
+fn mark_frontiers(out: &mut [Confirmed]) {
+    let quality = |c: &Confirmed, m: Measure| match m {
+        Measure::TailMass => -c.tail_rate.mean,
+        Measure::BaseLogprob => c.base_logprob.mean,
+    };
+    for (k, m) in Measure::ALL.into_iter().enumerate() {
+        let flags: Vec<bool> = out
+            .iter()
+            .map(|a| {
+                a.prompts > 0
+                    && !out.iter().any(|b| {
+                        let (d, q) = (b.distinct[1].mean, quality(b, m));
+                        let (da, qa) = (a.distinct[1].mean, quality(a, m));
+                        b.prompts > 0 && d >= da && q >= qa && (d > da || q > qa)
+                    })
+            })
+            .collect();
+        for (c, f) in out.iter_mut().zip(flags) {
+            c.on_frontier[k] = f;
+        }
+    }
+}
+
+/// Every level measured so far (`confirm.json`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Doc {
+    /// Prompts per method.
+    pub prompts: usize,
+    /// Samples per prompt.
+    pub samples: usize,
+    /// Tokens per sample.
+    pub max_tokens: usize,
+    /// The levels.
+    pub levels: Vec<Level>,
+}
+
+/// The methods at one level.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Level {
+    /// Plain temperature's T defining the target entropy.
+    pub level: f64,
+    /// The target (offline, from the screening).
+    pub target_entropy: f64,
+    /// The methods, in the plan's order.
+    pub methods: Vec<Confirmed>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eval::frontier::Screened;
+
+    fn point(family: Family, knob: &str, tail_mass: f64, base_logprob: f64) -> Screened {
+        Screened {
+            family,
+            knob: knob.into(),
+            sampler: Sampler::Temperature { t: 1.0 },
+            stats: Stats {
+                tail_mass,
+                base_logprob,
+                ..Stats::default()
+            },
+            entropy_reached: 2.0,
+            matched: true,
+        }
+    }
+
+    fn level() -> frontier::Level {
+        let shipped = frontier::knob(&Sampler::Hlg {
+            t: 1.0,
+            hlg: crate::HlgConfig::default().resolved(true),
+        });
+        frontier::Level {
+            level: 1.0,
+            target_entropy: 2.0,
+            positions: 1,
+            points: vec![
+                point(Family::Temperature, "", 0.10, -3.0),
+                point(Family::TopP, "p = 0.8", 0.0, -2.9),
+                point(Family::TopP, "p = 0.9", 0.0, -2.6),
+                point(Family::TopP, "p = 0.95", 0.001, -2.7),
+                point(Family::MinP, "min_p = 0.02", 0.02, -2.5),
+                point(Family::MinP, "min_p = 0.05", 0.01, -2.8),
+                point(Family::MinP, "min_p = 0.1", 0.03, -3.5),
+                point(Family::Hlg, &shipped, 0.05, -2.7),
+                point(Family::Hlg, "a", 0.001, -2.55),
+                point(Family::Hlg, "b", 0.002, -2.5),
+                point(Family::Hlg, "c", 0.003, -2.4),
+                point(Family::Hlg, "d", 0.004, -2.3),
+                point(Family::Hlg, "e", 0.2, -4.0),
+                Screened {
+                    matched: false,
+                    ..point(Family::Hlg, "unmatched", 0.0, 0.0)
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn the_plan_takes_a_handful_per_family() {
+        let l = level();
+        let plan = plan(&l, 2, 3);
+        let names: Vec<String> = plan.iter().map(Planned::name).collect();
+        assert_eq!(
+            names,
+            [
+                "temperature",
+                // On the frontier: p = 0.9; p = 0.95 then has the better base log-prob.
+                "top-p p = 0.9",
+                "top-p p = 0.95",
+                // Neither on the frontier; min_p = 0.02 and 0.05 are the family's own.
+                "min-p min_p = 0.02",
+                "min-p min_p = 0.05",
+                "hlg top-4 w3 s2 t1 quadratic",
+                // The HLG frontier a b c d, spread over three: both ends and one between.
+                "hlg a",
+                "hlg c",
+                "hlg d",
+            ]
+        );
+        assert_eq!(spread(4, 3), [0, 2, 3]);
+        assert_eq!(spread(5, 3), [0, 2, 4]);
+        assert_eq!(spread(2, 5), [0, 1]);
+        assert_eq!(spread(7, 1), [0]);
+    }
+
+    #[test]
+    fn file_names_are_plain_and_distinct() {
+        let l = level();
+        let names: Vec<String> = plan(&l, 3, 9).iter().map(Planned::file_name).collect();
+        for n in &names {
+            assert!(
+                n.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)),
+                "{n}"
+            );
+        }
+        let mut sorted = names.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(sorted.len(), names.len());
+        let sigma = Planned {
+            family: Family::TopNSigma,
+            knob: "n = 1.5".into(),
+            sampler: Sampler::TopNSigma { t: 1.0, n: 1.5 },
+            offline: Stats::default(),
+        };
+        assert_eq!(sigma.file_name(), "top-ns_n___1.5.jsonl");
+    }
+
+    fn sample(prompt: &str, k: usize, text: &str, lp: &[f64]) -> Sample {
+        Sample {
+            prompt: 0,
+            prompt_text: prompt.into(),
+            sample: k,
+            text: text.into(),
+            trace: Trace {
+                entropy: vec![1.0; lp.len()],
+                base_logprob: lp.to_vec(),
+            },
+        }
+    }
+
+    #[test]
+    fn a_store_resumes_drops_a_torn_line_and_sets_aside_another_run() {
+        let dir = std::env::temp_dir().join(format!("hlg-confirm-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let m = Planned::of(&point(Family::Temperature, "", 0.1, -2.0));
+        let mut s = Store::open(&dir, &m, 32).unwrap();
+        assert!(s.samples.is_empty());
+        s.push(sample("p", 0, "a b", &[-1.0])).unwrap();
+        s.push(sample("p", 1, "c d", &[-2.0])).unwrap();
+        // A run stopped mid-line.
+        let path = dir.join(m.file_name());
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        f.write_all(b"{\"prompt\":0,\"pro").unwrap();
+        let mut s = Store::open(&dir, &m, 32).unwrap();
+        assert_eq!(s.samples.len(), 2);
+        assert!(s.has("p", 1) && !s.has("p", 2) && !s.has("q", 0));
+        s.push(sample("p", 2, "e f", &[-3.0])).unwrap();
+        let s = Store::open(&dir, &m, 32).unwrap();
+        assert_eq!(
+            s.samples.iter().map(|x| x.sample).collect::<Vec<_>>(),
+            [0, 1, 2]
+        );
+        // Another length: set aside, started over.
+        let s = Store::open(&dir, &m, 16).unwrap();
+        assert!(s.samples.is_empty());
+        assert!(path.with_extension("jsonl.stale").is_file());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn measures_pair_prompt_by_prompt_and_mark_the_frontier() {
+        let prompts = ["p", "q"];
+        let run = |texts: [&str; 4], lps: [f64; 4]| {
+            let mut v = vec![];
+            for (i, (t, lp)) in texts.iter().zip(lps).enumerate() {
+                let mut s = sample(prompts[i / 2], i % 2, t, &[lp, -20.0]);
+                s.prompt = i / 2;
+                v.push(s);
+            }
+            v
+        };
+        let temp = Planned::of(&point(Family::Temperature, "", 0.1, -2.0));
+        let other = Planned::of(&point(Family::MinP, "min_p = 0.1", 0.0, -2.0));
+        let runs = vec![
+            run(["a b", "a b", "c d", "c d"], [-1.0, -1.0, -3.0, -3.0]),
+            run(["a b", "c d", "e f", "g h"], [-2.0, -2.0, -2.0, -2.0]),
+        ];
+        // An incomplete prompt (one sample of two) is left out.
+        let mut partial = runs.clone();
+        partial[1].pop();
+        let c = measure(&[temp.clone(), other.clone()], &partial, &prompts, 2);
+        assert_eq!((c[0].prompts, c[1].prompts), (2, 1));
+        let c = measure(&[temp, other], &runs, &prompts, 2);
+        // Temperature: each prompt's two samples equal: distinct-2 = 1/2 per prompt.
+        assert_eq!(c[0].distinct[1], Estimate { mean: 0.5, se: 0.0 });
+        assert_eq!(c[1].distinct[1].mean, 1.0);
+        // Per prompt: base log-prob (−1 − 20)/2 and (−3 − 20)/2: mean −11, se 0.5.
+        assert_eq!(
+            c[0].base_logprob,
+            Estimate {
+                mean: -11.0,
+                se: 0.5
+            }
+        );
+        // Half the tokens (the −20s) are tail.
+        assert_eq!(c[0].tail_rate.mean, 0.5);
+        let d = c[1].vs_temperature.unwrap();
+        assert_eq!(d.prompts, 2);
+        assert_eq!(d.distinct2, Estimate { mean: 0.5, se: 0.0 });
+        // −11 − (−10.5) and −11 − (−11.5): mean 0, differences ±0.5.
+        assert_eq!(d.base_logprob, Estimate { mean: 0.0, se: 0.5 });
+        assert!(c[0].vs_temperature.is_none());
+        // min-p is more diverse at the same tail rate and base log-prob: only it is on
+        // both frontiers.
+        assert_eq!(c[1].on_frontier, [true, true]);
+        assert_eq!(c[0].on_frontier, [false, false]);
+    }
+
+    #[test]
+    fn estimates_are_the_mean_and_its_standard_error() {
+        let e = Estimate::of(&[1.0, 2.0, 3.0, 4.0]);
+        assert_eq!(e.mean, 2.5);
+        // Sample variance 5/3, over n = 4: se = sqrt(5/12).
+        assert!((e.se - (5.0f64 / 12.0).sqrt()).abs() < 1e-15);
+        assert_eq!(Estimate::of(&[]), Estimate::default());
+        assert_eq!(Estimate::of(&[7.0]), Estimate { mean: 7.0, se: 0.0 });
+    }
+
+    #[test]
+    fn seeds_differ_by_level_method_prompt_and_sample() {
+        let m = Planned::of(&point(Family::Temperature, "", 0.1, -2.0));
+        let first = |l: f64, p: &str, k: usize| m.seed(l, p, k).next_u64();
+        let base = first(0.8, "p", 0);
+        assert_eq!(base, first(0.8, "p", 0));
+        assert_ne!(base, first(1.0, "p", 0));
+        assert_ne!(base, first(0.8, "q", 0));
+        assert_ne!(base, first(0.8, "p", 1));
+    }
+}
