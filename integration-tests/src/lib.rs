@@ -436,3 +436,12 @@ pub fn on_host<R>(f: impl FnOnce() -> R) -> R {
     }
     settings.bind(f)
 }
+
+/// Whether the engine under test decodes the rows of a batch as it decodes them alone:
+/// the patched 0.8.1 engine (`scripts/test-patched-engine`, which sets
+/// `MISTRALRS_HLG_PATCHED_ENGINE`), or mistral.rs 0.9, whose CPU decode attention keeps
+/// one accumulator per batch row (`attention/backends/cpu/single_q.rs`; docs/NOTES.md).
+/// Upstream's 0.8.1 engine does not.
+pub fn rows_batch_correctly() -> bool {
+    std::env::var_os("MISTRALRS_HLG_PATCHED_ENGINE").is_some() || cfg!(mistralrs_host = "0.9")
+}

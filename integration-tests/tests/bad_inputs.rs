@@ -420,6 +420,15 @@ fn responses_fields(out: &mut Vec<Case>) {
         json!({"model": "default", "input": "Hi", "hlg": true}).to_string(),
         Some("hlg"),
     ));
+    // 0.9's Anthropic route builds its engine request in private code: `hlg` there is
+    // refused, not dropped.
+    #[cfg(mistralrs_host = "0.9")]
+    out.push(case(
+        "hlg on /v1/messages",
+        "/v1/messages",
+        json!({"model": "default", "max_tokens": 8, "messages": [{"role": "user", "content": "Hi"}], "hlg": true}).to_string(),
+        Some("hlg"),
+    ));
     responses_media(out);
 }
 

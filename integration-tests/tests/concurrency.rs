@@ -25,9 +25,10 @@ async fn one_at_a_time() -> tokio::sync::MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().await
 }
 
-/// Whether these tests run against the patched engine (`scripts/test-patched-engine`).
+/// Whether the engine under test batches rows correctly: the patched 0.8.1 engine, or
+/// mistral.rs 0.9.
 fn patched() -> bool {
-    std::env::var_os("MISTRALRS_HLG_PATCHED_ENGINE").is_some()
+    mistralrs_hlg_integration_tests::rows_batch_correctly()
 }
 
 fn eos() -> Vec<u32> {

@@ -56,9 +56,10 @@ async fn one_request(router: &axum::Router, extra: &Value) -> Vec<String> {
     t
 }
 
-/// Whether these tests run against the patched engine (`scripts/test-patched-engine`).
+/// Whether the engine under test batches rows correctly: the patched 0.8.1 engine, or
+/// mistral.rs 0.9.
 fn patched() -> bool {
-    std::env::var_os("MISTRALRS_HLG_PATCHED_ENGINE").is_some()
+    mistralrs_hlg_integration_tests::rows_batch_correctly()
 }
 
 /// Pins the upstream bug: the choices of one batched request score far below the same

@@ -267,7 +267,11 @@ impl Exposure {
         };
         if let Ok(v) = serde_json::from_slice::<Value>(&bytes) {
             if !hlg_route && v.get("hlg").is_some() {
-                let msg = format!("`hlg` is not supported on {} (it applies to /v1/chat/completions and /v1/completions); remove it or use one of those routes", parts.uri.path());
+                let msg = format!(
+                    "`hlg` is not supported on {} (it applies to {}); remove it or use one of those routes",
+                    parts.uri.path(),
+                    HLG_ROUTES.join(", ")
+                );
                 return error(
                     StatusCode::BAD_REQUEST,
                     "invalid_request_error",
