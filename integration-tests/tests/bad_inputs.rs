@@ -420,15 +420,24 @@ fn responses_fields(out: &mut Vec<Case>) {
         json!({"model": "default", "input": "Hi", "hlg": true}).to_string(),
         Some("hlg"),
     ));
-    // 0.9's Anthropic route builds its engine request in private code: `hlg` there is
-    // refused, not dropped.
+    // 0.9's Anthropic route with `hlg` takes text messages only: the rest is refused.
     #[cfg(mistralrs_host = "0.9")]
-    out.push(case(
-        "hlg on /v1/messages",
-        "/v1/messages",
-        json!({"model": "default", "max_tokens": 8, "messages": [{"role": "user", "content": "Hi"}], "hlg": true}).to_string(),
-        Some("hlg"),
-    ));
+    {
+        let m = json!([{"role": "user", "content": "Hi"}]);
+        out.push(case(
+            "messages: tools with hlg",
+            "/v1/messages",
+            json!({"max_tokens": 8, "messages": m, "tools": [], "hlg": true}).to_string(),
+            Some("tools"),
+        ));
+        let image = json!([{"role": "user", "content": [{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}]}]);
+        out.push(case(
+            "messages: an image with hlg",
+            "/v1/messages",
+            json!({"max_tokens": 8, "messages": image, "hlg": true}).to_string(),
+            Some("messages[0].content[0].type"),
+        ));
+    }
     responses_media(out);
 }
 

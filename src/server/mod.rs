@@ -40,6 +40,7 @@ pub mod engine;
 mod error;
 mod host;
 pub mod load;
+mod messages;
 pub mod openapi;
 mod options;
 mod responses;
@@ -277,7 +278,11 @@ pub async fn router_with_gate(
             axum::http::header::AUTHORIZATION,
         ])
         .allow_origin(tower_http::cors::AllowOrigin::any());
-    Ok(Router::new()
+    let own = Router::new();
+    // Anthropic's Messages route is 0.9's (0.8.1 has none).
+    #[cfg(mistralrs_host = "0.9")]
+    let own = own.route("/v1/messages", post(messages::create));
+    Ok(own
         .route("/v1/chat/completions", post(chat))
         .route("/v1/completions", post(complete))
         .route("/v1/responses", post(respond))

@@ -55,7 +55,7 @@ pub(super) async fn create(
     prior: Option<Vec<Message>>,
 ) -> Response {
     let Some(curve) = curve else {
-        return upstream(&s, body).await;
+        return upstream(&s, "/v1/responses", body).await;
     };
     let req: OpenResponsesCreateRequest = match super::parse(v) {
         Ok(r) => r,
@@ -123,9 +123,9 @@ fn stream(
     engine::guard_body(sse.into_response(), admission)
 }
 
-/// Upstream's handler, for a call HLG does not apply to.
-async fn upstream(s: &AppState, body: Bytes) -> Response {
-    let req = axum::http::Request::post("/v1/responses")
+/// Upstream's handler of `path`, for a call HLG does not apply to.
+pub(super) async fn upstream(s: &AppState, path: &str, body: Bytes) -> Response {
+    let req = axum::http::Request::post(path)
         .header(axum::http::header::CONTENT_TYPE, "application/json")
         .body(Body::from(body));
     let Ok(req) = req else {

@@ -99,7 +99,16 @@ pub fn is_admin_route(path: &str) -> bool {
 /// assert_eq!(app.oneshot(req).await.unwrap().status(), 400, "hlg is refused, not dropped");
 /// # });
 /// ```
+#[cfg(not(mistralrs_host = "0.9"))]
 pub const HLG_ROUTES: [&str; 3] = ["/v1/chat/completions", "/v1/completions", "/v1/responses"];
+/// See the 0.8.1 list: 0.9 adds Anthropic's Messages route.
+#[cfg(mistralrs_host = "0.9")]
+pub const HLG_ROUTES: [&str; 4] = [
+    "/v1/chat/completions",
+    "/v1/completions",
+    "/v1/responses",
+    "/v1/messages",
+];
 
 /// Routes that stay open without the API key (load balancers' health checks).
 ///
