@@ -359,9 +359,7 @@ fn frontier(args: FrontierArgs) -> anyhow::Result<()> {
         candidates,
         threads,
     } = args;
-    if levels.is_empty() || levels.iter().any(|l| !(*l > 0.0 && l.is_finite())) {
-        bail!("--levels must be finite numbers > 0");
-    }
+    check_levels(&levels)?;
     let threads = threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
         .max(1);
@@ -396,6 +394,13 @@ fn frontier(args: FrontierArgs) -> anyhow::Result<()> {
         "frontier.md, frontier.svg, frontier-candidates.json → {}",
         out.out.display()
     );
+    Ok(())
+}
+
+fn check_levels(levels: &[f64]) -> anyhow::Result<()> {
+    if levels.is_empty() || levels.iter().any(|l| !(*l > 0.0 && l.is_finite())) {
+        bail!("--levels must be finite numbers > 0");
+    }
     Ok(())
 }
 
@@ -447,9 +452,7 @@ fn confirm(args: ConfirmArgs) -> anyhow::Result<()> {
         hlg,
         plan_only,
     } = args;
-    if levels.is_empty() || levels.iter().any(|l| !(*l > 0.0 && l.is_finite())) {
-        bail!("--levels must be finite numbers > 0");
-    }
+    check_levels(&levels)?;
     if !(1..=48).contains(&prompts) || samples < 2 || max_tokens == 0 {
         bail!("--prompts 1 to 48, --samples at least 2 (self-BLEU compares samples), --max-tokens at least 1");
     }

@@ -420,25 +420,28 @@ fn responses_fields(out: &mut Vec<Case>) {
         json!({"model": "default", "input": "Hi", "hlg": true}).to_string(),
         Some("hlg"),
     ));
-    // 0.9's Anthropic route with `hlg` takes text messages only: the rest is refused.
     #[cfg(mistralrs_host = "0.9")]
-    {
-        let m = json!([{"role": "user", "content": "Hi"}]);
-        out.push(case(
-            "messages: tools with hlg",
-            "/v1/messages",
-            json!({"max_tokens": 8, "messages": m, "tools": [], "hlg": true}).to_string(),
-            Some("tools"),
-        ));
-        let image = json!([{"role": "user", "content": [{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}]}]);
-        out.push(case(
-            "messages: an image with hlg",
-            "/v1/messages",
-            json!({"max_tokens": 8, "messages": image, "hlg": true}).to_string(),
-            Some("messages[0].content[0].type"),
-        ));
-    }
+    messages_fields(out);
     responses_media(out);
+}
+
+/// 0.9's Anthropic route with `hlg` takes text messages only: the rest is refused.
+#[cfg(mistralrs_host = "0.9")]
+fn messages_fields(out: &mut Vec<Case>) {
+    let m = json!([{"role": "user", "content": "Hi"}]);
+    out.push(case(
+        "messages: tools with hlg",
+        "/v1/messages",
+        json!({"max_tokens": 8, "messages": m, "tools": [], "hlg": true}).to_string(),
+        Some("tools"),
+    ));
+    let image = json!([{"role": "user", "content": [{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}]}]);
+    out.push(case(
+        "messages: an image with hlg",
+        "/v1/messages",
+        json!({"max_tokens": 8, "messages": image, "hlg": true}).to_string(),
+        Some("messages[0].content[0].type"),
+    ));
 }
 
 /// A local image in a Responses input.

@@ -590,22 +590,7 @@ pub struct Level {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::eval::frontier::Screened;
-
-    fn point(family: Family, knob: &str, tail_mass: f64, base_logprob: f64) -> Screened {
-        Screened {
-            family,
-            knob: knob.into(),
-            sampler: Sampler::Temperature { t: 1.0 },
-            stats: Stats {
-                tail_mass,
-                base_logprob,
-                ..Stats::default()
-            },
-            entropy_reached: 2.0,
-            matched: true,
-        }
-    }
+    use crate::eval::frontier::{point, Screened};
 
     fn level() -> frontier::Level {
         let shipped = frontier::knob(&Sampler::Hlg {

@@ -79,13 +79,8 @@ pub struct MethodResult {
 }
 
 fn mean_se(v: &[f64]) -> (f64, f64) {
-    let n = v.len() as f64;
-    let m = v.iter().sum::<f64>() / n.max(1.0);
-    if v.len() < 2 {
-        return (m, 0.0);
-    }
-    let var = v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1.0);
-    (m, (var / n).sqrt())
+    let e = super::confirm::Estimate::of(v);
+    (e.mean, e.se)
 }
 
 /// The measures of one method from its texts and traces (`texts[p][s]`).

@@ -380,6 +380,23 @@ pub fn candidates(levels: &[Level], k: usize) -> Vec<String> {
     ranked.into_iter().take(k).map(|(knob, _)| knob).collect()
 }
 
+/// A matched screened point with these two measures (tests).
+#[cfg(test)]
+pub(crate) fn point(family: Family, knob: &str, tail_mass: f64, base_logprob: f64) -> Screened {
+    Screened {
+        family,
+        knob: knob.into(),
+        sampler: Sampler::Temperature { t: 1.0 },
+        stats: Stats {
+            tail_mass,
+            base_logprob,
+            ..Stats::default()
+        },
+        entropy_reached: 2.0,
+        matched: true,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -470,18 +487,6 @@ mod tests {
 
     #[test]
     fn best_and_the_frontier_compare_every_family() {
-        let point = |family, knob: &str, tail_mass, base_logprob| Screened {
-            family,
-            knob: knob.into(),
-            sampler: Sampler::Temperature { t: 1.0 },
-            stats: Stats {
-                tail_mass,
-                base_logprob,
-                ..Stats::default()
-            },
-            entropy_reached: 2.0,
-            matched: true,
-        };
         let level = Level {
             level: 1.0,
             target_entropy: 2.0,

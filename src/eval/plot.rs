@@ -84,6 +84,19 @@ struct Axis {
     hi: f64,
 }
 
+impl Frame {
+    /// Panel `k` (0: left, 1: right) of a figure `w` × `h` split in two, `pad` inside.
+    fn half(k: usize, w: f64, h: f64, pad: f64) -> Frame {
+        let ox = k as f64 * w / 2.0;
+        Frame {
+            l: ox + pad,
+            r: ox + w / 2.0 - 20.0,
+            t: 40.0,
+            b: h - pad,
+        }
+    }
+}
+
 impl Axis {
     fn of(p: &Panel<'_>) -> Axis {
         let mut axis = Axis {
@@ -238,13 +251,7 @@ pub fn frontier(doc: &super::diversity::Doc) -> String {
         ),
     ];
     for (k, (xl, yl, f)) in panels.iter().enumerate() {
-        let ox = k as f64 * w / 2.0;
-        let frame = Frame {
-            l: ox + pad,
-            r: ox + w / 2.0 - 20.0,
-            t: 40.0,
-            b: h - pad,
-        };
+        let frame = Frame::half(k, w, h, pad);
         let all: Vec<(f64, f64)> = doc
             .levels
             .iter()
@@ -293,13 +300,7 @@ pub fn confirm(level: &super::confirm::Level) -> String {
         ("mean base log-prob (higher: better)", |c| c.base_logprob),
     ];
     for (k, (xl, fx)) in panels.iter().enumerate() {
-        let ox = k as f64 * w / 2.0;
-        let frame = Frame {
-            l: ox + pad,
-            r: ox + w / 2.0 - 20.0,
-            t: 40.0,
-            b: h - pad,
-        };
+        let frame = Frame::half(k, w, h, pad);
         let xs = measured.iter().flat_map(|c| {
             let e = fx(c);
             [e.mean - e.se, e.mean + e.se]
