@@ -193,6 +193,11 @@ pub struct GuardrailArgs {
     /// Samples per item for the sampled methods (greedy answers once).
     #[arg(long, default_value_t = 1)]
     samples: usize,
+    /// The frontier candidates of this screened level instead (`eval confirm`'s plan,
+    /// with its defaults), each at its matched temperature, plain temperature at each HLG
+    /// setting's: OUT/guardrail-<T>.json, OUT/guardrail-<T>.md.
+    #[arg(long)]
+    level: Option<f64>,
 }
 
 /// `eval perf`.
@@ -682,6 +687,7 @@ fn guardrail(args: GuardrailArgs) -> anyhow::Result<()> {
         max_tokens,
         items,
         samples,
+        level,
     } = args;
     use mistralrs_hlg::eval::guardrail;
     if temperatures.iter().any(|t| !(*t > 0.0 && t.is_finite())) || max_tokens == 0 || samples == 0
@@ -689,7 +695,10 @@ fn guardrail(args: GuardrailArgs) -> anyhow::Result<()> {
         bail!("--temperatures must be numbers > 0; --max-tokens and --samples at least 1");
     }
     let hlg = online.hlg.defaults()?;
-    let samplers = guardrail_samplers(&hlg, &temperatures)?;
+    let (samplers, plan) = match level {
+        Some(l) => candidate_samplers(&online.out.out, l)?,
+        None => (guardrail_samplers(&hlg, &temperatures)?, None),
+    };
     let n = items
         .unwrap_or(guardrail::TASKS.len())
         .min(guardrail::TASKS.len());
@@ -713,15 +722,67 @@ fn guardrail(args: GuardrailArgs) -> anyhow::Result<()> {
         bar.finish();
         anyhow::Ok(out)
     })?;
-    let dir = &online.out.out;
+    write_guardrail(
+        &online.out.out,
+        level.zip(plan),
+        &results,
+        max_tokens,
+        samples,
+    )
+}
+
+type Plan = Vec<mistralrs_hlg::eval::confirm::Planned>;
+
+/// Greedy and the guardrail's methods for the candidates of screened level `l`.
+fn candidate_samplers(
+    out: &std::path::Path,
+    l: f64,
+) -> anyhow::Result<(Vec<Option<Sampler>>, Option<Plan>)> {
+    use mistralrs_hlg::eval::confirm;
+    check_levels(&[l])?;
+    let plan = confirm::plan(&read_screened(out, l)?, 2, 3);
+    let mut s = vec![None];
+    s.extend(confirm::guardrail_samplers(&plan).into_iter().map(Some));
+    Ok((s, Some(plan)))
+}
+
+/// OUT/guardrail.{json,md}, or OUT/guardrail-<T>.{json,md} for a level's candidates.
+fn write_guardrail(
+    dir: &std::path::Path,
+    level: Option<(f64, Plan)>,
+    results: &[mistralrs_hlg::eval::guardrail::Accuracy],
+    max_tokens: usize,
+    samples: usize,
+) -> anyhow::Result<()> {
+    use mistralrs_hlg::eval::frontier::Family;
     std::fs::create_dir_all(dir)?;
+    let (stem, md) = match level {
+        None => (
+            "guardrail".to_string(),
+            report::guardrail_table(results, max_tokens, samples),
+        ),
+        Some((l, plan)) => {
+            // The reference: the first planned min-p setting, at its matched temperature.
+            let min_p = plan
+                .iter()
+                .find(|m| m.family == Family::MinP)
+                .and_then(|m| {
+                    results
+                        .iter()
+                        .find(|a| a.sampler.as_ref() == Some(&m.sampler))
+                });
+            (
+                format!("guardrail-{l}"),
+                report::capability_table(l, results, min_p, max_tokens, samples),
+            )
+        }
+    };
     std::fs::write(
-        dir.join("guardrail.json"),
-        serde_json::to_string_pretty(&results)?,
+        dir.join(format!("{stem}.json")),
+        serde_json::to_string_pretty(results)?,
     )?;
-    let md = report::guardrail_table(&results, max_tokens, samples);
-    std::fs::write(dir.join("guardrail.md"), md)?;
-    eprintln!("guardrail.json, guardrail.md → {}", dir.display());
+    std::fs::write(dir.join(format!("{stem}.md")), md)?;
+    eprintln!("{stem}.json, {stem}.md → {}", dir.display());
     Ok(())
 }
 

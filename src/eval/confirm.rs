@@ -177,6 +177,22 @@ fn family_frontier<'a>(of: &[&'a Screened]) -> Vec<&'a Screened> {
         .collect()
 }
 
+/// The methods of the capability guardrail for a level's plan: every planned method at
+/// its matched temperature, then plain temperature at each HLG method's temperature (the
+/// same-temperature reference), each temperature once.
+pub fn guardrail_samplers(plan: &[Planned]) -> Vec<Sampler> {
+    let mut out: Vec<Sampler> = plan.iter().map(|m| m.sampler.clone()).collect();
+    for m in plan.iter().filter(|m| m.family == Family::Hlg) {
+        let same = Sampler::Temperature {
+            t: m.sampler.temperature(),
+        };
+        if !out.contains(&same) {
+            out.push(same);
+        }
+    }
+    out
+}
+
 /// One finished sample, as its method's file holds it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Sample {
@@ -649,6 +665,39 @@ mod tests {
         assert_eq!(spread(5, 3), [0, 2, 4]);
         assert_eq!(spread(2, 5), [0, 1]);
         assert_eq!(spread(7, 1), [0]);
+    }
+
+    #[test]
+    fn the_guardrail_adds_plain_temperature_at_each_hlg_temperature() {
+        let mut l = level();
+        for (i, p) in l.points.iter_mut().enumerate() {
+            let t = 0.5 + 0.1 * i as f64;
+            p.sampler = match p.family {
+                Family::Hlg => Sampler::Hlg {
+                    t,
+                    hlg: crate::HlgConfig::default().resolved(true),
+                },
+                _ => Sampler::Temperature { t },
+            };
+        }
+        let plan = plan(&l, 1, 2);
+        let s = guardrail_samplers(&plan);
+        assert_eq!(
+            &s[..plan.len()],
+            &plan.iter().map(|m| m.sampler.clone()).collect::<Vec<_>>()[..]
+        );
+        let hlg_ts: Vec<f64> = plan
+            .iter()
+            .filter(|m| m.family == Family::Hlg)
+            .map(|m| m.sampler.temperature())
+            .collect();
+        assert_eq!(
+            s[plan.len()..],
+            hlg_ts
+                .iter()
+                .map(|&t| Sampler::Temperature { t })
+                .collect::<Vec<_>>()[..]
+        );
     }
 
     #[test]

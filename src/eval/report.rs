@@ -161,6 +161,54 @@ pub fn guardrail_table(results: &[Accuracy], max_tokens: usize, samples: usize) 
     md
 }
 
+/// The capability guardrail of a level's frontier candidates as Markdown: each method's
+/// accuracy, and, item by item, minus plain temperature at the same temperature and minus
+/// `min_p` (the planned min-p setting, at its own matched temperature).
+pub fn capability_table(
+    level: f64,
+    results: &[Accuracy],
+    min_p: Option<&Accuracy>,
+    max_tokens: usize,
+    samples: usize,
+) -> String {
+    let n = results.first().map_or(0, |a| a.items);
+    let mut md = format!("Level T = {level}: every method at its matched temperature (from the screening), plain temperature also at each HLG setting's. {n} items × {samples} samples (greedy: one), {max_tokens} tokens per answer; 95 % intervals over items. Differences are paired item by item.\n\n| method | T | correct | accuracy | 95 % CI | − temperature at the same T | − {} |\n| --- | --- | --- | --- | --- | --- | --- |\n", min_p.map_or("min-p".to_string(), |m| m.name.clone()));
+    let diff = |a: &Accuracy, b: Option<&Accuracy>| match b {
+        Some(b) if !std::ptr::eq(a, b) => {
+            let (d, (lo, hi)) = guardrail::paired_difference(a, b);
+            format!("{d:+.3} ({lo:+.3} to {hi:+.3})")
+        }
+        _ => String::new(),
+    };
+    for a in results {
+        let t = a.sampler.as_ref().map(|s| s.temperature());
+        let plain = results
+            .iter()
+            .find(|b| matches!(b.sampler, Some(Sampler::Temperature { t: bt }) if Some(bt) == t));
+        md += &format!(
+            "| {} | {} | {}/{} | {:.3} | {:.3}–{:.3} | {} | {} |\n",
+            a.sampler.as_ref().map_or("greedy".into(), |s| format!(
+                "{} {}",
+                Family::of(s).name(),
+                frontier::knob(s)
+            )),
+            t.map_or(String::new(), |t| format!("{t:.3}")),
+            a.correct,
+            a.items * a.samples,
+            a.rate(),
+            a.ci95.0,
+            a.ci95.1,
+            diff(a, plain),
+            if a.sampler.is_some() {
+                diff(a, min_p)
+            } else {
+                String::new()
+            },
+        );
+    }
+    md
+}
+
 /// The perf run as Markdown: medians over rounds per arm.
 pub fn perf_table(
     summary: &[Summary],
@@ -437,6 +485,49 @@ mod tests {
     use crate::eval::kl::{MatchedPoint, Point};
     use crate::eval::perf::Arm;
     use crate::HlgConfig;
+
+    #[test]
+    fn the_capability_table_pairs_against_temperature_and_min_p() {
+        let acc = |sampler: Option<Sampler>, per_item: Vec<f64>| Accuracy {
+            name: sampler.as_ref().map_or("greedy".into(), |s| s.name()),
+            correct: per_item.iter().filter(|&&x| x == 1.0).count(),
+            items: per_item.len(),
+            samples: 1,
+            ci95: (0.0, 1.0),
+            sampler,
+            per_item,
+            replies: vec![],
+        };
+        let hlg = Sampler::Hlg {
+            t: 0.7,
+            hlg: HlgConfig::default().resolved(true),
+        };
+        let results = vec![
+            acc(None, vec![1.0, 1.0]),
+            acc(Some(hlg), vec![1.0, 0.0]),
+            acc(
+                Some(Sampler::MinP {
+                    t: 1.2,
+                    min_p: 0.05,
+                }),
+                vec![1.0, 1.0],
+            ),
+            acc(Some(Sampler::Temperature { t: 0.7 }), vec![0.0, 0.0]),
+        ];
+        let md = capability_table(0.8, &results, Some(&results[2]), 8, 1);
+        let row = md.lines().find(|l| l.starts_with("| hlg ")).unwrap();
+        // HLG − temperature at 0.7: differences 1, 0; − min-p: 0, −1.
+        assert!(
+            row.contains("| +0.500 (") && row.contains("| -0.500 ("),
+            "{row}"
+        );
+        assert!(
+            row.contains("top-4 w3 s2 t1 quadratic | 0.700 | 1/2"),
+            "{row}"
+        );
+        let greedy = md.lines().find(|l| l.starts_with("| greedy ")).unwrap();
+        assert!(greedy.ends_with("|  |  |"), "{greedy}");
+    }
 
     fn stats(k: f64) -> Stats {
         Stats {
