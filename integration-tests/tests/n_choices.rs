@@ -56,10 +56,10 @@ async fn one_request(router: &axum::Router, extra: &Value) -> Vec<String> {
     t
 }
 
-/// Whether the engine under test batches rows correctly: the patched 0.8.1 engine, or
-/// mistral.rs 0.9.
+/// Whether the engine under test is the patched 0.8.1 one (`scripts/test-patched-engine`).
 fn patched() -> bool {
-    mistralrs_hlg_integration_tests::rows_batch_correctly()
+    mistralrs_hlg_integration_tests::batched_rows()
+        == mistralrs_hlg_integration_tests::BatchedRows::Right
 }
 
 /// Pins the upstream bug: the choices of one batched request score far below the same
