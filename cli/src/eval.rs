@@ -48,7 +48,7 @@ pub enum EvalCmd {
     /// temperature, sample --prompts × --samples on the model. Resumable sample by
     /// sample (OUT/confirm/level-<T>/*.jsonl; each sample's draws are seeded, so a run
     /// done in parts equals one done at once). OUT/confirm.json, OUT/confirm.md,
-    /// OUT/confirm-<T>.svg, rewritten after every method.
+    /// OUT/confirm-<T>.svg, rewritten after every prompt.
     Confirm(ConfirmArgs),
     /// Diversity at matched entropy: temperature, top-p 0.9, min-p 0.05 and HLG (each toe
     /// shape), each at the temperature that gives it plain temperature's mean entropy at
@@ -481,10 +481,15 @@ fn confirm(args: ConfirmArgs) -> anyhow::Result<()> {
     tokio::runtime::Runtime::new()?.block_on(async {
         let m = capture::load_model(model.as_deref()).await?;
         let bar = progress(left, "confirm");
+        // Prompt by prompt over every method: stopped early, every method has the same
+        // prompts done.
         for (i, &l) in levels.iter().enumerate() {
-            for (j, method) in plans[i].iter().enumerate() {
-                let st = &mut stores[i][j];
-                confirm::run_method(&m, st, method, l, &ps, samples, || bar.inc(1)).await?;
+            for (p, prompt) in ps.iter().enumerate() {
+                for (j, method) in plans[i].iter().enumerate() {
+                    let st = &mut stores[i][j];
+                    let at = (p, *prompt);
+                    confirm::run_prompt(&m, st, method, l, at, samples, || bar.inc(1)).await?;
+                }
                 write_confirm(
                     &out.out, &screened, &plans, &stores, &ps, samples, max_tokens,
                 )?;

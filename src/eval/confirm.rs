@@ -331,24 +331,49 @@ pub async fn run_method(
     samples: usize,
     mut progress: impl FnMut(),
 ) -> Result<(), EvalError> {
-    let max_tokens = store.header.max_tokens;
     for (p, prompt) in prompts.iter().enumerate() {
-        for k in 0..samples {
-            if store.has(prompt, k) {
-                continue;
-            }
-            let seed = method.seed(level, prompt, k);
-            let (text, trace) =
-                generate_seeded(model, prompt, &method.sampler, max_tokens, seed).await?;
-            store.push(Sample {
-                prompt: p,
-                prompt_text: prompt.to_string(),
-                sample: k,
-                text,
-                trace,
-            })?;
-            progress();
+        run_prompt(
+            model,
+            store,
+            method,
+            level,
+            (p, prompt),
+            samples,
+            &mut progress,
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// The samples of prompt `p` (its index and text) for `method` that `store` does not hold
+/// yet. A run goes prompt by prompt over every method, so that a run stopped early has
+/// every method on the same prompts, and the paired comparisons hold at any point.
+pub async fn run_prompt(
+    model: &mistralrs::Model,
+    store: &mut Store,
+    method: &Planned,
+    level: f64,
+    (p, prompt): (usize, &str),
+    samples: usize,
+    mut progress: impl FnMut(),
+) -> Result<(), EvalError> {
+    let max_tokens = store.header.max_tokens;
+    for k in 0..samples {
+        if store.has(prompt, k) {
+            continue;
         }
+        let seed = method.seed(level, prompt, k);
+        let (text, trace) =
+            generate_seeded(model, prompt, &method.sampler, max_tokens, seed).await?;
+        store.push(Sample {
+            prompt: p,
+            prompt_text: prompt.to_string(),
+            sample: k,
+            text,
+            trace,
+        })?;
+        progress();
     }
     Ok(())
 }

@@ -416,6 +416,16 @@ pub fn confirm_table(doc: &super::confirm::Doc) -> String {
         );
         for c in &l.methods {
             let m = &c.method;
+            if c.prompts == 0 {
+                s += &format!(
+                    "| {} | {} | {:.3} | 0 | not sampled yet |{}\n",
+                    m.family.name(),
+                    m.knob,
+                    m.sampler.temperature(),
+                    " |".repeat(11)
+                );
+                continue;
+            }
             let (dd, dt, dl) = match &c.vs_temperature {
                 Some(p) => (
                     est(&p.distinct2, 3),
