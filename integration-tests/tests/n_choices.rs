@@ -8,7 +8,8 @@
 use mistralrs_hlg::server::{router_with, Choices};
 use mistralrs_hlg::HlgConfig;
 use mistralrs_hlg_integration_tests::{
-    chat, engine, judge_model, mean_logprob, post_ok, texts, upstream, N_PROMPT,
+    batched_rows, call, chat, engine, judge_model, mean_logprob, post_ok, texts, upstream,
+    BatchedRows, N_PROMPT,
 };
 use serde_json::{json, Value};
 
@@ -68,6 +69,19 @@ fn patched() -> bool {
 /// the batched choices must score like single requests.
 #[tokio::test(flavor = "multi_thread")]
 async fn upstream_batched_choices_are_corrupted() {
+    if batched_rows() == BatchedRows::Fail {
+        // 0.9.2 cannot run the batch at all: the request fails instead of answering.
+        let e = sampled(json!({"n": N}));
+        let body = chat(N_PROMPT, MAX_TOKENS, e);
+        let router = upstream(engine().await).await;
+        let (status, text) = call(&router, "POST", "/v1/chat/completions", Some(&body)).await;
+        println!("0.9.2, n = {N} in one request: {status} {text:.300}");
+        assert!(
+            !status.is_success() || text.contains("not contiguous"),
+            "0.9.2 answered n = {N} in one batch: has its batched GGUF forward been fixed? {text}"
+        );
+        return;
+    }
     let judge = judge_model().await;
     let batched = one_request(&upstream(engine().await).await, &json!({})).await;
     let single = singles(&upstream(engine().await).await, &json!({})).await;
