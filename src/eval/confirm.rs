@@ -246,17 +246,19 @@ impl Store {
             max_tokens,
         };
         let mut samples = vec![];
-        let mut keep = false;
+        // Whether the file can be appended to as it is: its header matches and every line
+        // after it was read (no torn or unreadable tail).
+        let mut intact = false;
         if let Ok(text) = std::fs::read_to_string(&path) {
             let mut lines = text.lines();
             let read = lines
                 .next()
                 .and_then(|l| serde_json::from_str::<Header>(l).ok());
             if read.is_some_and(|h| h.same(&header)) {
-                keep = true;
                 samples = lines
                     .map_while(|l| serde_json::from_str::<Sample>(l).ok())
                     .collect();
+                intact = text.lines().count() == 1 + samples.len() && text.ends_with('\n');
             } else {
                 std::fs::rename(&path, path.with_extension("jsonl.stale"))
                     .map_err(EvalError::io("setting aside", &path))?;
@@ -267,17 +269,10 @@ impl Store {
             header,
             samples,
         };
-        if !keep || store.torn()? {
+        if !intact {
             store.rewrite()?;
         }
         Ok(store)
-    }
-
-    /// Whether the file holds more lines than were read (a torn or unreadable tail).
-    fn torn(&self) -> Result<bool, EvalError> {
-        let text =
-            std::fs::read_to_string(&self.path).map_err(EvalError::io("reading", &self.path))?;
-        Ok(text.lines().count() != 1 + self.samples.len() || !text.ends_with('\n'))
     }
 
     fn rewrite(&self) -> Result<(), EvalError> {
