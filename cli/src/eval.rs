@@ -152,6 +152,11 @@ pub struct ConfirmArgs {
     /// HLG settings from the frontier, beside the shipped knobs.
     #[arg(long, default_value_t = 3)]
     hlg: usize,
+    /// Samples sent to the engine at once, when its batched rows are right (checked at
+    /// start-up; mistral.rs 0.8.1's CPU decode is not: there one at a time, or build the
+    /// patched engine with scripts/patched-eval). The same samples either way.
+    #[arg(long, default_value_t = mistralrs_hlg::eval::confirm::BATCH)]
+    batch: usize,
     /// Print the plan and what is left to sample, and stop.
     #[arg(long)]
     plan_only: bool,
@@ -198,6 +203,10 @@ pub struct GuardrailArgs {
     /// setting's: OUT/guardrail-<T>.json, OUT/guardrail-<T>.md.
     #[arg(long)]
     level: Option<f64>,
+    /// Generations sent to the engine at once, when its batched rows are right (as
+    /// `eval confirm --batch`). The same replies either way: each draw is seeded.
+    #[arg(long, default_value_t = mistralrs_hlg::eval::confirm::BATCH)]
+    batch: usize,
 }
 
 /// `eval perf`.
@@ -375,7 +384,15 @@ fn frontier(args: FrontierArgs) -> anyhow::Result<()> {
             .into_iter()
             .map(|hlg| Sampler::Hlg { t: 1.0, hlg }),
     );
-    let done = screen_levels(&out.out.join("frontier"), &c, &settings, &levels, threads)?;
+    let dir = out.out.join("frontier");
+    let mut done = screen_levels(&dir, &c, &settings, &levels, threads)?;
+    // The report covers every level screened with these settings, not only this run's.
+    for entry in std::fs::read_dir(&dir)? {
+        let path = entry?.path();
+        let other = kept_level(&path, &c, &settings).filter(|l| !levels.contains(&l.level));
+        done.extend(other);
+    }
+    done.sort_by(|a, b| a.level.total_cmp(&b.level));
     let cands = frontier::candidates(&done, candidates);
     std::fs::write(
         out.out.join("frontier.md"),
@@ -409,6 +426,19 @@ fn check_levels(levels: &[f64]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The screened level in `path` if it was screened with `settings` on capture `c` (one
+/// written by an older version, or for other settings, is not).
+fn kept_level(
+    path: &std::path::Path,
+    c: &capture::Capture,
+    settings: &[Sampler],
+) -> Option<mistralrs_hlg::eval::frontier::Level> {
+    let text = std::fs::read_to_string(path).ok()?;
+    serde_json::from_str::<mistralrs_hlg::eval::frontier::Level>(&text)
+        .ok()
+        .filter(|l| l.points.len() == settings.len() && l.positions == c.rows.len())
+}
+
 /// Each level screened, or read back from `dir` when it was screened before with the
 /// same settings (the run resumes); one file per level.
 fn screen_levels(
@@ -423,12 +453,7 @@ fn screen_levels(
     let mut done = vec![];
     for &level in levels {
         let path = dir.join(format!("level-{level}.json"));
-        // One written by an older version, or for other settings, is screened again.
-        let kept = std::fs::read_to_string(&path)
-            .ok()
-            .and_then(|text| serde_json::from_str::<frontier::Level>(&text).ok())
-            .filter(|l| l.points.len() == settings.len() && l.positions == c.rows.len());
-        if let Some(l) = kept {
+        if let Some(l) = kept_level(&path, c, settings) {
             eprintln!("T = {level}: kept {}", path.display());
             done.push(l);
             continue;
@@ -455,11 +480,12 @@ fn confirm(args: ConfirmArgs) -> anyhow::Result<()> {
         max_tokens,
         per_family,
         hlg,
+        batch,
         plan_only,
     } = args;
     check_levels(&levels)?;
-    if !(1..=48).contains(&prompts) || samples < 2 || max_tokens == 0 {
-        bail!("--prompts 1 to 48, --samples at least 2 (self-BLEU compares samples), --max-tokens at least 1");
+    if !(1..=48).contains(&prompts) || samples < 2 || max_tokens == 0 || batch == 0 {
+        bail!("--prompts 1 to 48, --samples at least 2 (self-BLEU compares samples), --max-tokens at least 1, --batch at least 1");
     }
     let screened = levels
         .iter()
@@ -480,16 +506,14 @@ fn confirm(args: ConfirmArgs) -> anyhow::Result<()> {
     }
     tokio::runtime::Runtime::new()?.block_on(async {
         let m = capture::load_model(model.as_deref()).await?;
+        let batch = probed_batch(&m, batch).await;
         let bar = progress(left, "confirm");
         // Prompt by prompt over every method: stopped early, every method has the same
         // prompts done.
         for (i, &l) in levels.iter().enumerate() {
             for (p, prompt) in ps.iter().enumerate() {
-                for (j, method) in plans[i].iter().enumerate() {
-                    let st = &mut stores[i][j];
-                    let at = (p, *prompt);
-                    confirm::run_prompt(&m, st, method, l, at, samples, || bar.inc(1)).await?;
-                }
+                let (plan, st, at) = (&plans[i], &mut stores[i], (p, *prompt));
+                confirm::run_prompt(&m, l, plan, st, at, samples, batch, || bar.inc(1)).await?;
                 write_confirm(
                     &out.out, &screened, &plans, &stores, &ps, samples, max_tokens,
                 )?;
@@ -503,6 +527,31 @@ fn confirm(args: ConfirmArgs) -> anyhow::Result<()> {
         out.out.display()
     );
     Ok(())
+}
+
+/// `asked` when the engine decodes a batch's rows as it decodes each sequence alone (the
+/// server's start-up probe), else 1: a wrong batch would change the samples.
+async fn probed_batch(m: &capture::Model, asked: usize) -> usize {
+    if asked == 1 {
+        return 1;
+    }
+    match mistralrs_hlg::server::engine::probe(m.inner()).await {
+        Ok(r) if r.rows_independent => {
+            eprintln!(
+                "batched rows equal single ones (max |Δlogit| {}): {asked} samples at once",
+                r.max_abs_diff
+            );
+            asked
+        }
+        Ok(r) => {
+            eprintln!("this engine decodes batched rows wrongly (max |Δlogit| {} nats; mistral.rs 0.8.1 on the CPU): one sample at a time; scripts/patched-eval builds the patched engine, which batches", r.max_abs_diff);
+            1
+        }
+        Err(e) => {
+            eprintln!("the batch probe failed ({e}): one sample at a time");
+            1
+        }
+    }
 }
 
 /// Each planned method's samples so far, and how many are left in all.
@@ -693,11 +742,15 @@ fn guardrail(args: GuardrailArgs) -> anyhow::Result<()> {
         items,
         samples,
         level,
+        batch,
     } = args;
     use mistralrs_hlg::eval::guardrail;
-    if temperatures.iter().any(|t| !(*t > 0.0 && t.is_finite())) || max_tokens == 0 || samples == 0
+    if temperatures.iter().any(|t| !(*t > 0.0 && t.is_finite()))
+        || max_tokens == 0
+        || samples == 0
+        || batch == 0
     {
-        bail!("--temperatures must be numbers > 0; --max-tokens and --samples at least 1");
+        bail!("--temperatures must be numbers > 0; --max-tokens, --samples and --batch at least 1");
     }
     let hlg = online.hlg.defaults()?;
     let (samplers, plan) = match level {
@@ -709,21 +762,13 @@ fn guardrail(args: GuardrailArgs) -> anyhow::Result<()> {
         .min(guardrail::TASKS.len());
     let results = tokio::runtime::Runtime::new()?.block_on(async {
         let m = capture::load_model(online.model.as_deref()).await?;
+        let batch = probed_batch(&m, batch).await;
         let bar = progress((1 + (samplers.len() - 1) * samples) * n, "guardrail");
-        let mut out = vec![];
-        for s in &samplers {
-            out.push(
-                guardrail::run(
-                    &m,
-                    &guardrail::TASKS[..n],
-                    s.as_ref(),
-                    samples,
-                    max_tokens,
-                    || bar.inc(1),
-                )
-                .await?,
-            );
-        }
+        let tasks = &guardrail::TASKS[..n];
+        let out = guardrail::run_all(&m, tasks, &samplers, samples, max_tokens, batch, || {
+            bar.inc(1)
+        })
+        .await?;
         bar.finish();
         anyhow::Ok(out)
     })?;

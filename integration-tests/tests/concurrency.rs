@@ -66,7 +66,7 @@ async fn concurrent_requests_match_their_solo_runs() {
 #[tokio::test(flavor = "multi_thread")]
 async fn probe_sees_the_batched_rows_bug() {
     let _one = one_at_a_time().await;
-    let report = probe(&engine().await).await;
+    let report = probe(&*engine().await).await;
     println!("probe: {report:?}");
     match batched_rows() {
         BatchedRows::Right => {
@@ -111,6 +111,70 @@ async fn batching_on_is_correct_only_on_the_patched_engine() {
             failed > 0,
             "0.9.2 ran four lined-up requests batched: has its batched GGUF forward been fixed?"
         ),
+    }
+}
+
+/// `eval confirm --batch`: the seeded samples of two methods × 4, sent at once (one
+/// batch: one prompt), against the same samples one at a time. Equal on the patched
+/// engine, which is what lets the long run batch; not on upstream's 0.8.1, which is why
+/// the run probes first; failed steps on 0.9.2.
+#[tokio::test(flavor = "multi_thread")]
+async fn batched_seeded_samples_equal_serial_ones_only_where_batches_are_right() {
+    use mistralrs_hlg::eval::{confirm, frontier::Family, sampler::Sampler};
+    let _one = one_at_a_time().await;
+    let model = mistralrs::Model::new(engine().await);
+    let methods: Vec<confirm::Planned> = [
+        (Family::Temperature, "", 1.0),
+        (Family::Temperature, "hot", 1.5),
+    ]
+    .into_iter()
+    .map(|(family, knob, t)| confirm::Planned {
+        family,
+        knob: knob.into(),
+        sampler: Sampler::Temperature { t },
+        offline: Default::default(),
+    })
+    .collect();
+    let dir = std::env::temp_dir().join(format!("hlg-batched-confirm-{}", std::process::id()));
+    let run = |batch: usize| {
+        let (dir, model, methods) = (dir.join(format!("b{batch}")), &model, &methods);
+        async move {
+            let _ = std::fs::remove_dir_all(&dir);
+            let mut stores: Vec<confirm::Store> = methods
+                .iter()
+                .map(|m| confirm::Store::open(&dir, m, 8).unwrap())
+                .collect();
+            let at = (0, mistralrs_hlg::eval::prompts::OPEN_ENDED[0]);
+            let done =
+                confirm::run_prompt(model, 1.0, methods, &mut stores, at, 4, batch, || {}).await;
+            let _ = std::fs::remove_dir_all(&dir);
+            done.map(|()| {
+                stores
+                    .into_iter()
+                    .flat_map(|s| s.samples)
+                    .collect::<Vec<_>>()
+            })
+        }
+    };
+    let serial = run(1).await.expect("one at a time");
+    assert_eq!(serial.len(), 8);
+    let batched = run(8).await;
+    match batched_rows() {
+        BatchedRows::Right => assert_eq!(batched.expect("batched"), serial),
+        BatchedRows::Wrong => {
+            let batched = batched.expect("batched");
+            let differ = batched
+                .iter()
+                .zip(&serial)
+                .filter(|(a, b)| a.text != b.text)
+                .count();
+            println!("upstream 0.8.1: {differ} of 8 batched samples differ from their serial runs");
+            assert!(
+                differ > 0,
+                "upstream's batched samples equal the serial ones: has the bug gone?"
+            );
+        }
+        BatchedRows::Fail => assert!(batched.is_err(), "0.9.2 ran a batch of several rows"),
     }
 }
 

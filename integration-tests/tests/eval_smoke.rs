@@ -143,14 +143,14 @@ async fn seeded_and_resumed(model: &Model) {
     let ps = [p];
     let mut count = 0;
     let mut st = confirm::Store::open(&dir, &method, 6).unwrap();
-    confirm::run_method(model, &mut st, &method, 1.0, &ps, 2, || count += 1)
+    confirm::run_method(model, &mut st, &method, 1.0, &ps, 2, 1, || count += 1)
         .await
         .unwrap();
     assert_eq!((count, st.samples.len()), (2, 2));
     let first = st.samples.clone();
     let mut st = confirm::Store::open(&dir, &method, 6).unwrap();
     assert_eq!(st.samples, first);
-    confirm::run_method(model, &mut st, &method, 1.0, &ps, 3, || count += 1)
+    confirm::run_method(model, &mut st, &method, 1.0, &ps, 3, 1, || count += 1)
         .await
         .unwrap();
     assert_eq!((count, st.samples.len()), (3, 3));
@@ -197,6 +197,29 @@ async fn guardrail_scorer(model: &Model) {
             "{reply:?}"
         );
     }
+    // Every method item by item: greedy once per item, the sampled ones from seeded
+    // streams (the same call twice gives the same replies).
+    let methods = [None, Some(Sampler::Temperature { t: 1.0 })];
+    let tasks = &guardrail::TASKS[..2];
+    let all = guardrail::run_all(model, tasks, &methods, 2, 6, 1, || {})
+        .await
+        .unwrap();
+    assert_eq!(all[0].replies, acc.replies[..2]);
+    assert_eq!(
+        (all[0].samples, all[1].samples, all[1].replies.len()),
+        (1, 2, 4)
+    );
+    for (i, rate) in all[1].per_item.iter().enumerate() {
+        let ok = all[1].replies[2 * i..2 * i + 2]
+            .iter()
+            .filter(|r| r.0)
+            .count();
+        assert_eq!(*rate, ok as f64 / 2.0);
+    }
+    let again = guardrail::run_all(model, tasks, &methods, 2, 6, 1, || {})
+        .await
+        .unwrap();
+    assert_eq!(again[1].replies, all[1].replies);
 }
 
 /// Perf: one round, every arm runs and generates.

@@ -11,6 +11,9 @@ use serde::{Deserialize, Serialize};
 
 use super::EvalError;
 
+/// The model every online run of the evaluation takes ([`load_model`]).
+pub use mistralrs::Model;
+
 /// How the capture runs.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct CaptureConfig {
@@ -227,6 +230,9 @@ pub async fn load_model(path: Option<&Path>) -> Result<mistralrs::Model, EvalErr
     mistralrs::GgufModelBuilder::new(dir, vec![file.to_string_lossy().into_owned()])
         .with_token_source(mistralrs::TokenSource::None)
         .with_force_cpu()
+        // Off, as in the server on the CPU: mistral.rs keeps every finished sequence's KV
+        // cache there, and a long run grew past the machine's memory (23 GB, 845 samples).
+        .with_prefix_cache_n(None)
         .build()
         .await
         .map_err(EvalError::engine)

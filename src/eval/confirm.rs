@@ -27,6 +27,10 @@ use super::EvalError;
 /// Prompts per method by default: 4× the tokens of `eval diversity` (24 × 8 × 16) with
 /// twice the prompts and twice the length.
 pub const PROMPTS: usize = 48;
+/// Samples sent to the engine at once by default, on an engine whose batches are right:
+/// on this project's 2 cores, with the dequantized weights, 16 concurrent requests of 32
+/// tokens took 0.75 s each, 8 took 1.0 s, one at a time 2.9 s (`docs/NOTES.md`).
+pub const BATCH: usize = 16;
 /// Samples per prompt by default.
 pub const SAMPLES: usize = 8;
 /// Tokens per sample by default.
@@ -316,7 +320,8 @@ fn line<T: Serialize>(v: &T) -> String {
 }
 
 /// Generates the samples of `method` that `store` does not hold yet: every prompt ×
-/// `samples`, prompt by prompt. `progress` after each new sample.
+/// `samples`, prompt by prompt, at most `batch` at once. `progress` after each new sample.
+#[allow(clippy::too_many_arguments)]
 pub async fn run_method(
     model: &mistralrs::Model,
     store: &mut Store,
@@ -324,16 +329,20 @@ pub async fn run_method(
     level: f64,
     prompts: &[&str],
     samples: usize,
+    batch: usize,
     mut progress: impl FnMut(),
 ) -> Result<(), EvalError> {
+    let (methods, stores) = (std::slice::from_ref(method), std::slice::from_mut(store));
     for (p, prompt) in prompts.iter().enumerate() {
+        let at = (p, *prompt);
         run_prompt(
             model,
-            store,
-            method,
             level,
-            (p, prompt),
+            methods,
+            stores,
+            at,
             samples,
+            batch,
             &mut progress,
         )
         .await?;
@@ -341,34 +350,54 @@ pub async fn run_method(
     Ok(())
 }
 
-/// The samples of prompt `p` (its index and text) for `method` that `store` does not hold
-/// yet. A run goes prompt by prompt over every method, so that a run stopped early has
-/// every method on the same prompts, and the paired comparisons hold at any point.
+/// The samples of prompt `p` (its index and text) that the stores do not hold yet, for
+/// every method of a level (`methods[j]`'s into `stores[j]`). A run goes prompt by prompt
+/// over every method, so that a run stopped early has every method on the same prompts,
+/// and the paired comparisons hold at any point.
+///
+/// Up to `batch` samples are sent at once, which the engine decodes as one batch (one
+/// prompt: the same length). Only sound on an engine whose batched rows equal each
+/// sequence decoded alone (`server::engine::probe`): each sample's tokens are drawn from
+/// its own seeded stream, so the samples are then those of a run one at a time. The
+/// samples of a batch are stored in order once all of them are done.
+#[allow(clippy::too_many_arguments)]
 pub async fn run_prompt(
     model: &mistralrs::Model,
-    store: &mut Store,
-    method: &Planned,
     level: f64,
+    methods: &[Planned],
+    stores: &mut [Store],
     (p, prompt): (usize, &str),
     samples: usize,
+    batch: usize,
     mut progress: impl FnMut(),
 ) -> Result<(), EvalError> {
-    let max_tokens = store.header.max_tokens;
-    for k in 0..samples {
-        if store.has(prompt, k) {
-            continue;
+    let todo: Vec<(usize, usize)> = (0..methods.len())
+        .flat_map(|j| (0..samples).map(move |k| (j, k)))
+        .filter(|&(j, k)| !stores[j].has(prompt, k))
+        .collect();
+    for chunk in todo.chunks(batch.max(1)) {
+        let runs = chunk.iter().map(|&(j, k)| {
+            let (m, max_tokens) = (&methods[j], stores[j].header.max_tokens);
+            generate_seeded(
+                model,
+                prompt,
+                &m.sampler,
+                max_tokens,
+                m.seed(level, prompt, k),
+            )
+        });
+        let done = futures::future::join_all(runs).await;
+        for (&(j, k), result) in chunk.iter().zip(done) {
+            let (text, trace) = result?;
+            stores[j].push(Sample {
+                prompt: p,
+                prompt_text: prompt.to_string(),
+                sample: k,
+                text,
+                trace,
+            })?;
+            progress();
         }
-        let seed = method.seed(level, prompt, k);
-        let (text, trace) =
-            generate_seeded(model, prompt, &method.sampler, max_tokens, seed).await?;
-        store.push(Sample {
-            prompt: p,
-            prompt_text: prompt.to_string(),
-            sample: k,
-            text,
-            trace,
-        })?;
-        progress();
     }
     Ok(())
 }

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use super::generate::generate;
+use super::generate::{generate_seeded, SplitMix};
 use super::sampler::Sampler;
 use super::text::words;
 use super::EvalError;
@@ -169,61 +169,122 @@ pub fn paired_difference(a: &Accuracy, b: &Accuracy) -> (f64, (f64, f64)) {
 }
 
 /// Runs every task of `tasks` `samples` times with `sampler` (greedy, once, when `None`),
-/// `max_tokens` each.
+/// `max_tokens` each, one generation at a time.
 pub async fn run(
     model: &mistralrs::Model,
     tasks: &[Task],
     sampler: Option<&Sampler>,
     samples: usize,
     max_tokens: usize,
-    mut progress: impl FnMut(),
+    progress: impl FnMut(),
 ) -> Result<Accuracy, EvalError> {
-    let samples = if sampler.is_some() { samples.max(1) } else { 1 };
-    let (mut replies, mut per_item) = (vec![], vec![]);
+    let methods = [sampler.cloned()];
+    let mut out = run_all(model, tasks, &methods, samples, max_tokens, 1, progress).await?;
+    Ok(out.remove(0))
+}
+
+/// Runs every task of `tasks` with each of `methods`, item by item: greedy once for
+/// `None`, else `samples` draws, `max_tokens` tokens each. Sample `k` of an item draws
+/// from a stream seeded by the method, the item and `k`, so the replies do not depend
+/// on what runs beside them: up to `batch` generations are sent at once, which is sound
+/// on an engine whose batched rows equal the rows alone (`server::engine::probe`; see
+/// [`super::confirm::run_prompt`]).
+pub async fn run_all(
+    model: &mistralrs::Model,
+    tasks: &[Task],
+    methods: &[Option<Sampler>],
+    samples: usize,
+    max_tokens: usize,
+    batch: usize,
+    mut progress: impl FnMut(),
+) -> Result<Vec<Accuracy>, EvalError> {
+    let draws = |m: &Option<Sampler>| if m.is_some() { samples.max(1) } else { 1 };
+    let mut replies: Vec<Vec<(bool, String)>> = vec![vec![]; methods.len()];
+    let mut per_item: Vec<Vec<f64>> = vec![vec![]; methods.len()];
     for task in tasks {
-        let mut ok = 0usize;
-        for _ in 0..samples {
-            let text = match sampler {
-                Some(s) => generate(model, task.prompt, s, max_tokens).await?.0,
-                None => {
-                    let req = mistralrs::RequestBuilder::new()
-                        .add_message(mistralrs::TextMessageRole::User, task.prompt)
-                        .set_sampler_max_len(max_tokens);
-                    let resp = model
-                        .send_chat_request(req)
-                        .await
-                        .map_err(EvalError::engine)?;
-                    resp.choices
-                        .first()
-                        .and_then(|c| c.message.content.clone())
-                        .unwrap_or_default()
-                }
-            };
-            let c = correct(&text, task.answers);
-            ok += c as usize;
-            replies.push((c, text));
-            progress();
+        let todo: Vec<(usize, usize)> = (0..methods.len())
+            .flat_map(|j| (0..draws(&methods[j])).map(move |k| (j, k)))
+            .collect();
+        let mut texts = Vec::with_capacity(todo.len());
+        for chunk in todo.chunks(batch.max(1)) {
+            let runs = chunk
+                .iter()
+                .map(|&(j, k)| reply(model, task.prompt, methods[j].as_ref(), max_tokens, k));
+            for text in futures::future::join_all(runs).await {
+                texts.push(text?);
+                progress();
+            }
         }
-        per_item.push(ok as f64 / samples as f64);
+        for (&(j, _), text) in todo.iter().zip(texts) {
+            replies[j].push((correct(&text, task.answers), text));
+        }
+        for (j, m) in methods.iter().enumerate() {
+            let n = draws(m);
+            let ok = replies[j][replies[j].len() - n..]
+                .iter()
+                .filter(|r| r.0)
+                .count();
+            per_item[j].push(ok as f64 / n as f64);
+        }
     }
+    let out = methods.iter().zip(replies.into_iter().zip(per_item));
+    Ok(out
+        .map(|(m, (replies, per_item))| accuracy(m.as_ref(), draws(m), replies, per_item))
+        .collect())
+}
+
+/// One reply: greedy (`None`), or sample `k` of `sampler`'s seeded draws for `prompt`.
+async fn reply(
+    model: &mistralrs::Model,
+    prompt: &str,
+    sampler: Option<&Sampler>,
+    max_tokens: usize,
+    k: usize,
+) -> Result<String, EvalError> {
+    if let Some(s) = sampler {
+        let name = format!("guardrail|{}|{}|{prompt}|{k}", s.name(), s.temperature());
+        let seed = SplitMix::named(&name);
+        return Ok(generate_seeded(model, prompt, s, max_tokens, seed).await?.0);
+    }
+    let req = mistralrs::RequestBuilder::new()
+        .add_message(mistralrs::TextMessageRole::User, prompt)
+        .set_sampler_max_len(max_tokens);
+    let resp = model
+        .send_chat_request(req)
+        .await
+        .map_err(EvalError::engine)?;
+    Ok(resp
+        .choices
+        .first()
+        .and_then(|c| c.message.content.clone())
+        .unwrap_or_default())
+}
+
+/// A method's accuracy from its replies (item by item, `samples` each) and per-item rates.
+fn accuracy(
+    sampler: Option<&Sampler>,
+    samples: usize,
+    replies: Vec<(bool, String)>,
+    per_item: Vec<f64>,
+) -> Accuracy {
     let k = replies.iter().filter(|r| r.0).count();
     let ci95 = if samples == 1 {
         wilson(k, replies.len())
     } else {
         mean_ci(&per_item).1
     };
-    Ok(Accuracy {
+    Accuracy {
         name: sampler.map_or("greedy".into(), |s| {
             format!("{} T={}", s.name(), s.temperature())
         }),
         sampler: sampler.cloned(),
         correct: k,
-        items: tasks.len(),
+        items: per_item.len(),
         samples,
         ci95: (ci95.0.max(0.0), ci95.1.min(1.0)),
         per_item,
         replies,
-    })
+    }
 }
 
 #[cfg(test)]

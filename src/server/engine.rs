@@ -27,9 +27,9 @@ use std::time::Duration;
 
 use candle_core::{DType, Tensor};
 use mistralrs_core::{
-    CustomLogitsProcessor, NormalRequest, Request, RequestMessage, Response, SamplingParams,
+    CustomLogitsProcessor, MistralRs, NormalRequest, Request, RequestMessage, Response,
+    SamplingParams,
 };
-use mistralrs_server_core::types::SharedMistralRsState;
 use tokio::sync::mpsc::{Receiver, WeakSender};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -123,18 +123,19 @@ pub const PROBE_TOLERANCE: f32 = 0.05;
 /// two choices (always one batch of two rows: same length, same step) whose first tokens
 /// are forced to `a` and `b`. The logits of the second decode step of each row are
 /// recorded by a logits processor and compared with the single runs. Two forward passes
-/// per request, on the served model.
+/// per request, on the served model (a server's engine, or a `mistralrs::Model`'s
+/// `inner()`: `eval confirm` batches its samples only where this passes).
 ///
 /// ```
 /// use mistralrs_hlg::server::{engine::probe, load};
 ///
 /// # async fn run() -> Result<(), mistralrs_hlg::server::ServerError> {
 /// let source = load::ModelSource::resolve("/models/model.gguf", None)?;
-/// let report = probe(&load::load(&source, true).await?).await?;
+/// let report = probe(&*load::load(&source, true).await?).await?;
 /// println!("batched rows within {} nats: {}", report.max_abs_diff, report.rows_independent);
 /// # Ok(()) }
 /// ```
-pub async fn probe(mistralrs: &SharedMistralRsState) -> Result<ProbeReport, ServerError> {
+pub async fn probe(mistralrs: &MistralRs) -> Result<ProbeReport, ServerError> {
     let alone_a = probe_run(mistralrs, 1, [0, 0]).await?;
     let alone_b = probe_run(mistralrs, 1, [1, 1]).await?;
     let batched = probe_run(mistralrs, 2, [0, 1]).await?;
@@ -172,7 +173,7 @@ pub async fn probe(mistralrs: &SharedMistralRsState) -> Result<ProbeReport, Serv
 /// One probe request: `n` choices of a fixed prompt, 2 tokens each, the first forced to
 /// the token picked by `force[row]`; returns (first token, second-step logits) per row.
 async fn probe_run(
-    mistralrs: &SharedMistralRsState,
+    mistralrs: &MistralRs,
     n: usize,
     force: [usize; 2],
 ) -> Result<Vec<(u32, Vec<f32>)>, ServerError> {
