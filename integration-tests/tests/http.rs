@@ -2,10 +2,13 @@
 
 use axum::http::StatusCode;
 use axum::Router;
+use mistralrs_hlg::server::HlgServerOptions;
 use mistralrs_hlg::HlgConfig;
 use mistralrs_hlg_integration_tests::{
     call, chat, engine, fresh_plugin, plugin, post_ok, texts, upstream,
 };
+use mistralrs_server_core::mistralrs_server_router_builder::MistralRsServerRouterBuilder;
+use mistralrs_server_core::types::SharedMistralRsState;
 use serde_json::{json, Value};
 
 #[tokio::test(flavor = "multi_thread")]
@@ -21,6 +24,31 @@ async fn http_surface() {
     streaming(&app).await;
     effective_defaults(&app).await;
     other_routes_as_upstreams(&app, &up).await;
+    upstream_as_a_cli_configures_it(state).await;
+}
+
+/// `HlgServerOptions::router_with_upstream`: upstream's routes behind the HLG ones are
+/// built by the builder given (here with a 64-byte body limit, which a CLI's option
+/// would set), and the HLG routes are this crate's either way.
+async fn upstream_as_a_cli_configures_it(state: SharedMistralRsState) {
+    let opts = HlgServerOptions::default();
+    let limited = MistralRsServerRouterBuilder::new().with_max_body_limit(64);
+    let hints = Default::default();
+    let app = opts
+        .router_with_upstream(state.clone(), hints, limited)
+        .await
+        .unwrap();
+    let plain = opts.router(state).await.unwrap();
+    let big = json!({"model_id": "x".repeat(1000)});
+    let (status, text) = call(&app, "POST", "/v1/models/status", Some(&big)).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{text}");
+    let (status, text) = call(&plain, "POST", "/v1/models/status", Some(&big)).await;
+    assert_ne!(status, StatusCode::PAYLOAD_TOO_LARGE, "{text}");
+    // The chat route is this crate's: `hlg` is read, whatever upstream's limit.
+    let bad = chat("Say hi.", 2, json!({"hlg": {"toe": 0}}));
+    let (status, text) = call(&app, "POST", "/v1/chat/completions", Some(&bad)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{text}");
+    assert!(text.contains("toe"), "{text}");
 }
 
 /// Each kind of bad `hlg` is a 400 naming the field; the server keeps serving.

@@ -255,7 +255,21 @@ pub async fn router_with_gate(
     backend: Backend,
     gate: Gate,
 ) -> Result<Router, ServerError> {
-    let upstream = MistralRsServerRouterBuilder::new()
+    let upstream = MistralRsServerRouterBuilder::new();
+    router_over(upstream, mistralrs, defaults, choices, backend, gate).await
+}
+
+/// [`router_with_gate`] over upstream's router as `upstream` configures it (a CLI that
+/// sets its base path, tool rounds or observability), built on `mistralrs`.
+pub(crate) async fn router_over(
+    upstream: MistralRsServerRouterBuilder,
+    mistralrs: SharedMistralRsState,
+    defaults: HlgConfig,
+    choices: Choices,
+    backend: Backend,
+    gate: Gate,
+) -> Result<Router, ServerError> {
+    let upstream = upstream
         .with_mistralrs(mistralrs.clone())
         .build()
         .await

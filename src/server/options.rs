@@ -7,6 +7,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use clap::{Arg, ArgAction, ArgMatches, Args, Command, FromArgMatches};
+use mistralrs_server_core::mistralrs_server_router_builder::MistralRsServerRouterBuilder;
 use mistralrs_server_core::types::SharedMistralRsState;
 use serde::de::{IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
@@ -650,6 +651,34 @@ impl HlgServerOptions {
         mistralrs: SharedMistralRsState,
         hints: ModelHints,
     ) -> Result<axum::Router, ServerError> {
+        let upstream = MistralRsServerRouterBuilder::new();
+        self.router_with_upstream(mistralrs, hints, upstream).await
+    }
+
+    /// [`Self::router_for`] over upstream's router as `upstream` configures it: what a
+    /// CLI that sets options on upstream's builder (mistral.rs 0.9's tool rounds,
+    /// observability, agent permissions) passes. The engine is set to `mistralrs`.
+    ///
+    /// ```
+    /// use mistralrs_hlg::server::{self, load, HlgServerOptions};
+    /// use mistralrs_server_core::mistralrs_server_router_builder::MistralRsServerRouterBuilder;
+    ///
+    /// # async fn run() -> Result<(), mistralrs_hlg::server::ServerError> {
+    /// let source = load::ModelSource::resolve("/models/model.gguf", None)?;
+    /// let engine = load::load(&source, true).await?;
+    /// let upstream = MistralRsServerRouterBuilder::new().with_max_body_limit(1 << 20);
+    /// let router = HlgServerOptions::default()
+    ///     .router_with_upstream(engine, source.hints(), upstream)
+    ///     .await?;
+    /// server::serve(router, "127.0.0.1", 1234).await
+    /// # }
+    /// ```
+    pub async fn router_with_upstream(
+        &self,
+        mistralrs: SharedMistralRsState,
+        hints: ModelHints,
+        upstream: MistralRsServerRouterBuilder,
+    ) -> Result<axum::Router, ServerError> {
         let ModelHints { eos, name } = hints;
         let defaults = self.flags.defaults()?;
         let backend = self.backend()?;
@@ -685,14 +714,9 @@ impl HlgServerOptions {
                 .map_err(ServerError::upstream("registering the served model name"))?;
         }
         tracing::info!(model = %served, "serving the model as");
-        let router = super::router_with_gate(
-            mistralrs,
-            defaults,
-            choices,
-            backend,
-            super::Gate::new(serial, eos),
-        )
-        .await?;
+        let gate = super::Gate::new(serial, eos);
+        let router =
+            super::router_over(upstream, mistralrs, defaults, choices, backend, gate).await?;
         Ok(exposure.apply(super::security::serve_under_name(router, internal, served)))
     }
 
