@@ -498,9 +498,14 @@ fn confirm(args: ConfirmArgs) -> anyhow::Result<()> {
     let ps = prompts::open_ended(prompts);
     let (mut stores, left) = open_stores(&out.out, &levels, &plans, &ps, samples, max_tokens)?;
     eprintln!("{left} samples left in all");
-    write_confirm(
-        &out.out, &screened, &plans, &stores, &ps, samples, max_tokens,
-    )?;
+    let report = ConfirmReport {
+        dir: &out.out,
+        ps: &ps,
+        samples,
+        max_tokens,
+        plan: (per_family, hlg),
+    };
+    report.write(&screened, &plans, &stores)?;
     if plan_only || left == 0 {
         return Ok(());
     }
@@ -514,9 +519,7 @@ fn confirm(args: ConfirmArgs) -> anyhow::Result<()> {
             for (p, prompt) in ps.iter().enumerate() {
                 let (plan, st, at) = (&plans[i], &mut stores[i], (p, *prompt));
                 confirm::run_prompt(&m, l, plan, st, at, samples, batch, || bar.inc(1)).await?;
-                write_confirm(
-                    &out.out, &screened, &plans, &stores, &ps, samples, max_tokens,
-                )?;
+                report.write(&screened, &plans, &stores)?;
             }
         }
         bar.finish();
@@ -605,47 +608,97 @@ fn read_screened(
     Ok(serde_json::from_str(&text)?)
 }
 
-/// OUT/confirm.json, confirm.md and one confirm-<T>.svg per level, from the samples so far.
-fn write_confirm(
-    dir: &std::path::Path,
-    screened: &[mistralrs_hlg::eval::frontier::Level],
-    plans: &[Vec<mistralrs_hlg::eval::confirm::Planned>],
-    stores: &[Vec<mistralrs_hlg::eval::confirm::Store>],
-    ps: &[&str],
+/// What `eval confirm` reports on: OUT, the prompts and sizes of the run, its plan's
+/// `(per_family, hlg)`.
+struct ConfirmReport<'a> {
+    dir: &'a std::path::Path,
+    ps: &'a [&'a str],
     samples: usize,
     max_tokens: usize,
-) -> anyhow::Result<()> {
-    use mistralrs_hlg::eval::confirm;
-    let levels: Vec<confirm::Level> = screened
-        .iter()
-        .zip(plans.iter().zip(stores))
-        .map(|(l, (plan, st))| {
-            let runs: Vec<Vec<confirm::Sample>> = st.iter().map(|s| s.samples.clone()).collect();
-            confirm::Level {
-                level: l.level,
-                target_entropy: l.target_entropy,
-                methods: confirm::measure(plan, &runs, ps, samples),
-            }
-        })
-        .collect();
-    let doc = confirm::Doc {
-        prompts: ps.len(),
-        samples,
-        max_tokens,
-        levels,
-    };
-    std::fs::write(
-        dir.join("confirm.json"),
-        serde_json::to_string_pretty(&doc)?,
-    )?;
-    std::fs::write(dir.join("confirm.md"), report::confirm_table(&doc))?;
-    for l in &doc.levels {
+    plan: (usize, usize),
+}
+
+impl ConfirmReport<'_> {
+    /// OUT/confirm.json, confirm.md and one confirm-<T>.svg per level, from the samples so
+    /// far: this run's levels (`screened`, with their plans and stores), and every other
+    /// level sampled under OUT/confirm, read as it is (another run may be adding to it).
+    fn write(
+        &self,
+        screened: &[mistralrs_hlg::eval::frontier::Level],
+        plans: &[Vec<mistralrs_hlg::eval::confirm::Planned>],
+        stores: &[Vec<mistralrs_hlg::eval::confirm::Store>],
+    ) -> anyhow::Result<()> {
+        use mistralrs_hlg::eval::confirm;
+        let (ps, samples) = (self.ps, self.samples);
+        let level = |l: &mistralrs_hlg::eval::frontier::Level,
+                     plan: &[confirm::Planned],
+                     runs: Vec<Vec<confirm::Sample>>| confirm::Level {
+            level: l.level,
+            target_entropy: l.target_entropy,
+            methods: confirm::measure(plan, &runs, ps, samples),
+        };
+        let mut levels: Vec<confirm::Level> = screened
+            .iter()
+            .zip(plans.iter().zip(stores))
+            .map(|(l, (plan, st))| level(l, plan, st.iter().map(|s| s.samples.clone()).collect()))
+            .collect();
+        for (l, dir) in self.other_levels(screened)? {
+            let plan = confirm::plan(&l, self.plan.0, self.plan.1);
+            let runs = plan
+                .iter()
+                .map(|m| confirm::read_samples(&dir, m, self.max_tokens))
+                .collect();
+            levels.push(level(&l, &plan, runs));
+        }
+        levels.sort_by(|a, b| a.level.total_cmp(&b.level));
+        let doc = confirm::Doc {
+            prompts: ps.len(),
+            samples,
+            max_tokens: self.max_tokens,
+            levels,
+        };
+        let dir = self.dir;
         std::fs::write(
-            dir.join(format!("confirm-{}.svg", l.level)),
-            plot::confirm(l),
+            dir.join("confirm.json"),
+            serde_json::to_string_pretty(&doc)?,
         )?;
+        std::fs::write(dir.join("confirm.md"), report::confirm_table(&doc))?;
+        for l in &doc.levels {
+            std::fs::write(
+                dir.join(format!("confirm-{}.svg", l.level)),
+                plot::confirm(l),
+            )?;
+        }
+        Ok(())
     }
-    Ok(())
+
+    /// The levels under OUT/confirm other than `screened`'s that have a screening, with
+    /// their sample directories.
+    fn other_levels(
+        &self,
+        screened: &[mistralrs_hlg::eval::frontier::Level],
+    ) -> anyhow::Result<Vec<(mistralrs_hlg::eval::frontier::Level, std::path::PathBuf)>> {
+        let Ok(entries) = std::fs::read_dir(self.dir.join("confirm")) else {
+            return Ok(vec![]);
+        };
+        let mut out = vec![];
+        for entry in entries {
+            let dir = entry?.path();
+            let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            let Some(l) = name
+                .strip_prefix("level-")
+                .and_then(|t| t.parse::<f64>().ok())
+            else {
+                continue;
+            };
+            if dir.is_dir() && !screened.iter().any(|s| s.level == l) {
+                if let Ok(level) = read_screened(self.dir, l) {
+                    out.push((level, dir));
+                }
+            }
+        }
+        Ok(out)
+    }
 }
 
 fn diversity(args: DiversityArgs) -> anyhow::Result<()> {

@@ -254,15 +254,9 @@ impl Store {
         // after it was read (no torn or unreadable tail).
         let mut intact = false;
         if let Ok(text) = std::fs::read_to_string(&path) {
-            let mut lines = text.lines();
-            let read = lines
-                .next()
-                .and_then(|l| serde_json::from_str::<Header>(l).ok());
-            if read.is_some_and(|h| h.same(&header)) {
-                samples = lines
-                    .map_while(|l| serde_json::from_str::<Sample>(l).ok())
-                    .collect();
-                intact = text.lines().count() == 1 + samples.len() && text.ends_with('\n');
+            if let Some(read) = parse(&text, &header) {
+                intact = text.lines().count() == 1 + read.len() && text.ends_with('\n');
+                samples = read;
             } else {
                 std::fs::rename(&path, path.with_extension("jsonl.stale"))
                     .map_err(EvalError::io("setting aside", &path))?;
@@ -312,6 +306,33 @@ impl Store {
             .push(serde_json::from_str(&text).expect("a sample reads back"));
         Ok(())
     }
+}
+
+/// The samples of `method` under `dir` as they are, for a report: nothing is written, so
+/// a run still adding to the file is not disturbed (a torn last line is left out, and a
+/// file of another temperature or length reads as none).
+pub fn read_samples(dir: &Path, method: &Planned, max_tokens: usize) -> Vec<Sample> {
+    let header = Header {
+        method: method.name(),
+        temperature: method.sampler.temperature(),
+        max_tokens,
+    };
+    std::fs::read_to_string(dir.join(method.file_name()))
+        .ok()
+        .and_then(|text| parse(&text, &header))
+        .unwrap_or_default()
+}
+
+/// A method file's samples up to the first line that does not read, or `None` when its
+/// header is not `header`.
+fn parse(text: &str, header: &Header) -> Option<Vec<Sample>> {
+    let mut lines = text.lines();
+    let read = serde_json::from_str::<Header>(lines.next()?).ok()?;
+    read.same(header).then(|| {
+        lines
+            .map_while(|l| serde_json::from_str::<Sample>(l).ok())
+            .collect()
+    })
 }
 
 /// One JSON line (these types always serialise: plain fields, no maps with other keys).
@@ -802,6 +823,13 @@ mod tests {
             .open(&path)
             .unwrap();
         f.write_all(b"{\"prompt\":0,\"pro").unwrap();
+        // A report reads what is there and leaves the file as it is (a run may be adding
+        // to it); another length reads as nothing.
+        let before = std::fs::read(&path).unwrap();
+        let read = read_samples(&dir, &m, 32);
+        assert_eq!(read.iter().map(|x| x.sample).collect::<Vec<_>>(), [0, 1]);
+        assert!(read_samples(&dir, &m, 16).is_empty());
+        assert_eq!(std::fs::read(&path).unwrap(), before);
         let mut s = Store::open(&dir, &m, 32).unwrap();
         assert_eq!(s.samples.len(), 2);
         assert!(s.has("p", 1) && !s.has("p", 2) && !s.has("q", 0));
