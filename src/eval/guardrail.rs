@@ -215,16 +215,14 @@ pub async fn run_all(
                 progress();
             }
         }
+        let mut ok = vec![0usize; methods.len()];
         for (&(j, _), text) in todo.iter().zip(texts) {
-            replies[j].push((correct(&text, task.answers), text));
+            let c = correct(&text, task.answers);
+            ok[j] += c as usize;
+            replies[j].push((c, text));
         }
         for (j, m) in methods.iter().enumerate() {
-            let n = draws(m);
-            let ok = replies[j][replies[j].len() - n..]
-                .iter()
-                .filter(|r| r.0)
-                .count();
-            per_item[j].push(ok as f64 / n as f64);
+            per_item[j].push(ok[j] as f64 / draws(m) as f64);
         }
     }
     let out = methods.iter().zip(replies.into_iter().zip(per_item));
