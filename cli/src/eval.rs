@@ -289,6 +289,7 @@ fn capture(args: CaptureArgs) -> anyhow::Result<()> {
         every,
         temperature,
         dequantized: capture::weights_dequantized(),
+        seeded: true,
     };
     let prompts = prompts::OPEN_ENDED;
     let c = tokio::runtime::Runtime::new()?.block_on(async {
@@ -433,10 +434,12 @@ fn kept_level(
     c: &capture::Capture,
     settings: &[Sampler],
 ) -> Option<mistralrs_hlg::eval::frontier::Level> {
+    use mistralrs_hlg::eval::frontier;
     let text = std::fs::read_to_string(path).ok()?;
-    serde_json::from_str::<mistralrs_hlg::eval::frontier::Level>(&text)
+    let knobs: Vec<String> = settings.iter().map(frontier::knob).collect();
+    serde_json::from_str::<frontier::Level>(&text)
         .ok()
-        .filter(|l| l.points.len() == settings.len() && l.positions == c.rows.len())
+        .filter(|l| l.capture == c.fingerprint() && l.points.iter().map(|p| &p.knob).eq(&knobs))
 }
 
 /// Each level screened, or read back from `dir` when it was screened before with the

@@ -474,8 +474,9 @@ pub fn on_host<R>(f: impl FnOnce() -> R) -> R {
 pub enum BatchedRows {
     /// Every row gets the attention of the batch's last row: upstream's mistral.rs 0.8.1.
     Wrong,
-    /// Each row as alone: the patched 0.8.1 engine (`scripts/test-patched-engine`, which
-    /// sets `MISTRALRS_HLG_PATCHED_ENGINE`).
+    /// Each row as alone: the patched engines, 0.8.1 (`scripts/test-patched-engine`) and
+    /// 0.9.2 (`scripts/test-upstream 0.9.2 --patched`); both set
+    /// `MISTRALRS_HLG_PATCHED_ENGINE`.
     Right,
     /// The step fails ("input tensor is not contiguous" in candle's quantized matmul):
     /// mistral.rs 0.9.2, whose CPU attention keeps a row apart but whose GGUF forward

@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant};
 
-use mistralrs_hlg::server::engine::{probe, Gate};
+use mistralrs_hlg::server::engine::{probe, EngineMode, Gate};
 use mistralrs_hlg::server::{router_with_gate, Choices, HlgServerOptions};
 use mistralrs_hlg::{processor::Backend, HlgConfig};
 use mistralrs_hlg_integration_tests::{
@@ -87,6 +87,30 @@ async fn probe_sees_the_batched_rows_bug() {
             assert!(e.contains("not contiguous"), "{e}");
         }
     }
+}
+
+/// The default (`--hlg-batching auto`, `--hlg-n-choices` unset) batches requests and
+/// leaves `n > 1` to the engine only where the probe finds batched rows right (the
+/// patched engines, 0.8.1 and 0.9.2); one request at a time and `n > 1` split where the
+/// rows are mixed (upstream's 0.8.1) or batches fail (upstream's 0.9.2).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_default_batches_only_where_batched_rows_are_right() {
+    let _one = one_at_a_time().await;
+    let mode = HlgServerOptions::default()
+        .engine_mode(&engine().await)
+        .await
+        .expect("engine mode");
+    let expected = match batched_rows() {
+        BatchedRows::Right => EngineMode {
+            serial: false,
+            choices: Choices::Batched,
+        },
+        BatchedRows::Wrong | BatchedRows::Fail => EngineMode {
+            serial: true,
+            choices: Choices::Split,
+        },
+    };
+    assert_eq!(mode, expected, "{:?}", batched_rows());
 }
 
 /// `--hlg-batching on` lets the engine batch. On the patched engine the concurrent

@@ -57,7 +57,8 @@ async fn one_request(router: &axum::Router, extra: &Value) -> Vec<String> {
     t
 }
 
-/// Whether the engine under test is the patched 0.8.1 one (`scripts/test-patched-engine`).
+/// Whether the engine under test is a patched one (`scripts/test-patched-engine` on 0.8.1,
+/// `scripts/test-upstream 0.9.2 --patched`).
 fn patched() -> bool {
     mistralrs_hlg_integration_tests::batched_rows()
         == mistralrs_hlg_integration_tests::BatchedRows::Right

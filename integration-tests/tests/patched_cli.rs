@@ -1,5 +1,6 @@
-//! Upstream's own `mistralrs serve` with the series of `patches/mistralrs-cli-0.8.1`
-//! against the same crate unpatched, on the embedded model, over real sockets.
+//! Upstream's own `mistralrs serve` with the series of `patches/mistralrs-cli-<version>`
+//! against the same crate unpatched, on the embedded model, over real sockets (0.8.1
+//! from the registry; 0.9.2 from the shared sources with `scripts/test-cli 0.9.2`).
 //!
 //! Needs the two binaries of `patches/apply.sh` and `patches/apply.sh --upstream` in
 //! `MISTRALRS_HLG_PATCHED_CLI` and `MISTRALRS_HLG_UPSTREAM_CLI`: `scripts/test-cli` builds

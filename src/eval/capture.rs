@@ -9,6 +9,8 @@ use candle_core::Tensor;
 use mistralrs::{RequestBuilder, TextMessageRole};
 use serde::{Deserialize, Serialize};
 
+use super::generate::{draw, SplitMix};
+use super::sampler::probs;
 use super::EvalError;
 
 /// The model every online run of the evaluation takes ([`load_model`]).
@@ -26,6 +28,12 @@ pub struct CaptureConfig {
     /// The GGUF weights were dequantized to f32 at load ([`weights_dequantized`]).
     #[serde(default)]
     pub dequantized: bool,
+    /// Each token drawn by the evaluation from a stream seeded by the prompt's text (the host
+    /// then sees one finite logit), so that a capture is the same run after run; the
+    /// host's own generator (false: captures made before this field) is seeded afresh
+    /// by every engine.
+    #[serde(default)]
+    pub seeded: bool,
 }
 
 /// True when candle dequantizes GGUF weights at load (`CANDLE_DEQUANTIZE_ALL` set and not
@@ -42,6 +50,7 @@ impl Default for CaptureConfig {
             every: 4,
             temperature: 1.0,
             dequantized: false,
+            seeded: true,
         }
     }
 }
@@ -77,6 +86,37 @@ impl Capture {
     /// Row `i`'s logits.
     pub fn row(&self, i: usize) -> &[f32] {
         &self.logits[i * self.vocab..(i + 1) * self.vocab]
+    }
+
+    /// An FNV-1a hash of the captured logits' bits and their positions, in hex: what a
+    /// result computed from this capture records, so that a result of another capture
+    /// (with as many rows) is not taken for it.
+    ///
+    /// ```
+    /// use mistralrs_hlg::eval::capture::{Capture, CaptureConfig, Row};
+    /// let c = |x: f32| Capture {
+    ///     config: CaptureConfig::default(),
+    ///     vocab: 2,
+    ///     prompts: vec!["p".into()],
+    ///     texts: vec!["t".into()],
+    ///     rows: vec![Row { prompt: 0, step: 0 }],
+    ///     logits: vec![1.0, x],
+    /// };
+    /// assert_eq!(c(2.0).fingerprint(), c(2.0).fingerprint());
+    /// assert_ne!(c(2.0).fingerprint(), c(2.0000002).fingerprint());
+    /// ```
+    pub fn fingerprint(&self) -> String {
+        let words = self
+            .rows
+            .iter()
+            .flat_map(|r| [r.prompt as u32, r.step as u32]);
+        let bits = self.logits.iter().map(|x| x.to_bits());
+        let h = words.chain(bits).fold(0xcbf2_9ce4_8422_2325u64, |h, w| {
+            w.to_le_bytes()
+                .iter()
+                .fold(h, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+        });
+        format!("{h:016x}")
     }
 
     /// Writes `capture.json` and `logits.f32` (little-endian) into `dir`.
@@ -180,14 +220,29 @@ pub async fn capture(
         let seen: Seen = Arc::default();
         let sink = seen.clone();
         let every = config.every;
+        let temperature = config.temperature;
+        let draws = config
+            .seeded
+            .then(|| Mutex::new(SplitMix::named(&format!("capture|{p}"))));
         let record = move |logits: &Tensor, _: &[u32]| {
             let mut s = sink.lock().unwrap();
             let step = s.0;
             s.0 += 1;
+            let x = logits.to_vec1::<f32>()?;
+            let out = match &draws {
+                // Plain temperature's draw, made here; the host can only pick this token.
+                Some(draws) => {
+                    let pick = draw(&probs(&x, temperature), draws.lock().unwrap().unit());
+                    let mut y = vec![f32::NEG_INFINITY; x.len()];
+                    y[pick] = 0.0;
+                    Tensor::from_vec(y, x.len(), logits.device())?
+                }
+                None => logits.clone(),
+            };
             if step.is_multiple_of(every) {
-                s.1.push((step, logits.to_vec1::<f32>()?));
+                s.1.push((step, x));
             }
-            Ok(logits.clone())
+            Ok(out)
         };
         let req = RequestBuilder::new()
             .add_message(TextMessageRole::User, *p)

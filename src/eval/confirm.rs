@@ -172,6 +172,7 @@ fn family_frontier<'a>(of: &[&'a Screened]) -> Vec<&'a Screened> {
         level: 0.0,
         target_entropy: 0.0,
         positions: 0,
+        capture: String::new(),
         points: of.iter().map(|p| (*p).clone()).collect(),
     };
     let kept: Vec<String> = level.frontier().iter().map(|p| p.knob.clone()).collect();
@@ -687,6 +688,7 @@ mod tests {
             level: 1.0,
             target_entropy: 2.0,
             positions: 1,
+            capture: String::new(),
             points: vec![
                 point(Family::Temperature, "", 0.10, -3.0),
                 point(Family::TopP, "p = 0.8", 0.0, -2.9),

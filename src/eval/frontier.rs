@@ -101,15 +101,8 @@ pub fn baselines() -> Vec<Sampler> {
 
 /// The grid the HLG search draws from, per field (as the `hlg` object spells values).
 const OFFSETS: [f64; 6] = [2.0, 3.0, 4.0, 5.0, 6.0, 8.0];
-const WIDTHS: [Option<f64>; 7] = [
-    Some(0.5),
-    Some(1.0),
-    Some(2.0),
-    Some(3.0),
-    Some(4.0),
-    Some(6.0),
-    None,
-];
+/// No `off`: a curve without its mid region is the identity, plain temperature.
+const WIDTHS: [f64; 6] = [0.5, 1.0, 2.0, 3.0, 4.0, 6.0];
 const SHOULDERS: [Option<f64>; 5] = [Some(0.5), Some(1.0), Some(2.0), Some(4.0), None];
 const TOES: [Option<f64>; 8] = [
     Some(0.25),
@@ -124,17 +117,21 @@ const TOES: [Option<f64>; 8] = [
 
 /// The HLG settings of the search: the shipped knobs first, then `n` distinct settings
 /// drawn uniformly from the grid of every field (a fixed seed: the same list every run).
+/// Settings whose curve is the identity (shoulder and toe both off) are plain
+/// temperature, the temperature family's point, and are drawn again: counted as HLG's
+/// they tied temperature on the frontier dozens of times and took places in the online
+/// plan.
 pub fn hlg_search(n: usize, seed: u64) -> Vec<HlgConfig> {
     let mut rng = SplitMix(seed);
     let mut out = vec![HlgConfig::default().resolved(true)];
-    // The grid holds 3 × 6 × 7 × 5 × 8 × 3 settings; far more than any n used here.
+    // The grid holds 3 × 6 × 6 × 5 × 8 × 3 settings; far more than any n used here.
     while out.len() < n + 1 {
         let knob = |v: Option<f64>| v.map_or(RawValue::Str("off".into()), RawValue::Number);
         let mut cfg = HlgConfig::default();
         let fields = [
             ("pivot", RawValue::Str(rng.pick(&Pivot::ALL).name().into())),
             ("pivot_offset", RawValue::Number(rng.pick(&OFFSETS))),
-            ("width", knob(rng.pick(&WIDTHS))),
+            ("width", RawValue::Number(rng.pick(&WIDTHS))),
             ("shoulder", knob(rng.pick(&SHOULDERS))),
             ("toe", knob(rng.pick(&TOES))),
             (
@@ -146,7 +143,7 @@ pub fn hlg_search(n: usize, seed: u64) -> Vec<HlgConfig> {
             cfg.set(field, v).expect("the grid holds accepted values");
         }
         let cfg = cfg.resolved(true);
-        if !out.contains(&cfg) {
+        if !cfg.curve().is_identity() && !out.contains(&cfg) {
             out.push(cfg);
         }
     }
@@ -216,6 +213,10 @@ pub struct Level {
     pub target_entropy: f64,
     /// Positions measured.
     pub positions: usize,
+    /// The capture's [`Capture::fingerprint`] (empty in levels screened before it was
+    /// recorded).
+    #[serde(default)]
+    pub capture: String,
     /// Every setting.
     pub points: Vec<Screened>,
 }
@@ -273,6 +274,7 @@ pub fn screen(
         level,
         target_entropy: target,
         positions: capture.rows.len(),
+        capture: capture.fingerprint(),
         points,
     })
 }
@@ -443,6 +445,7 @@ mod tests {
         assert_eq!(a[0], HlgConfig::default().resolved(true));
         for (i, c) in a.iter().enumerate() {
             assert!(!a[..i].contains(c), "setting {i} repeats");
+            assert!(!c.curve().is_identity(), "setting {i} is plain temperature");
         }
         // Every field of the grid is reached.
         let toes: std::collections::BTreeSet<String> =
@@ -491,6 +494,7 @@ mod tests {
             level: 1.0,
             target_entropy: 2.0,
             positions: 1,
+            capture: String::new(),
             points: vec![
                 point(Family::Temperature, "", 0.10, -3.0),
                 point(Family::MinP, "a", 0.02, -2.5),

@@ -717,6 +717,7 @@ mod tests {
             level,
             target_entropy: 2.0 * level,
             positions: 9,
+            capture: String::new(),
             points,
         }
     }

@@ -90,6 +90,16 @@ impl Batching {
     }
 }
 
+/// How a server's engine takes requests, as
+/// [`HlgServerOptions::engine_mode`](super::HlgServerOptions::engine_mode) decides it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EngineMode {
+    /// One request at a time in the engine (the others queue at the [`Gate`]).
+    pub serial: bool,
+    /// How a request with `n > 1` is run.
+    pub choices: super::Choices,
+}
+
 /// What the start-up probe saw.
 ///
 /// ```

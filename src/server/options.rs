@@ -17,6 +17,7 @@ use crate::params::{Field, Kind};
 use crate::processor::{Backend, BackendError};
 use crate::{HlgConfig, HlgError};
 
+use super::engine::EngineMode;
 use super::{Batching, Choices, ServerError};
 
 /// A server option with a value it does not accept: the message names the flag (which is
@@ -682,13 +683,7 @@ impl HlgServerOptions {
         let ModelHints { eos, name } = hints;
         let defaults = self.flags.defaults()?;
         let backend = self.backend()?;
-        let choices = self.choices()?;
-        let serial = serial_engine(self.batching()?, &mistralrs).await;
-        let choices = choices.unwrap_or(if serial {
-            Choices::Split
-        } else {
-            Choices::Batched
-        });
+        let EngineMode { serial, choices } = self.engine_mode(&mistralrs).await?;
         tracing::info!(hlg = %serde_json::to_value(defaults.resolved(false)).unwrap_or_default(), ?backend, ?choices, serial, "HLG sampling");
         let exposure = self.exposure();
         tracing::info!(
@@ -718,6 +713,38 @@ impl HlgServerOptions {
         let router =
             super::router_over(upstream, mistralrs, defaults, choices, backend, gate).await?;
         Ok(exposure.apply(super::security::serve_under_name(router, internal, served)))
+    }
+
+    /// How the engine takes requests with these options: one at a time or batched, and
+    /// `n > 1` split or batched. `--hlg-batching auto` (the default) probes the engine
+    /// ([`super::engine::probe`]): batched only where its batched rows are right (the
+    /// patched engines), serial and split where they are mixed (mistral.rs 0.8.1 on the
+    /// CPU) or fail (0.9.2); `--hlg-n-choices` overrides the split.
+    ///
+    /// ```
+    /// use mistralrs_hlg::server::{engine::EngineMode, load, Choices, HlgServerOptions};
+    ///
+    /// # async fn run() -> Result<(), mistralrs_hlg::server::ServerError> {
+    /// let source = load::ModelSource::resolve("/models/model.gguf", None)?;
+    /// let engine = load::load(&source, true).await?;
+    /// let serial = HlgServerOptions { batching: Some("serial".into()), ..Default::default() };
+    /// let mode = serial.engine_mode(&engine).await?;
+    /// assert_eq!(mode, EngineMode { serial: true, choices: Choices::Split });
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn engine_mode(
+        &self,
+        mistralrs: &SharedMistralRsState,
+    ) -> Result<EngineMode, OptionError> {
+        let choices = self.choices()?;
+        let serial = serial_engine(self.batching()?, mistralrs).await;
+        let choices = choices.unwrap_or(if serial {
+            Choices::Split
+        } else {
+            Choices::Batched
+        });
+        Ok(EngineMode { serial, choices })
     }
 
     /// What these options expose (key, management routes, media sources).

@@ -62,7 +62,7 @@ pub(super) async fn create(
         Err(resp) => return resp,
     };
     if req.n_choices > 1 && s.choices == super::Choices::Split {
-        return openai_error(StatusCode::BAD_REQUEST, format!("`n` = {} with HLG on /v1/responses: this engine decodes the choices of a batch wrongly (the start-up probe found it); send one request per choice, or use /v1/chat/completions, which splits them", req.n_choices), Some("n"));
+        return openai_error(StatusCode::BAD_REQUEST, format!("`n` = {} with HLG on /v1/responses: this server splits `n > 1` into single generations (--hlg-n-choices split, the default where the engine decodes a batch's choices wrongly), which a response cannot hold; send one request per choice, or use /v1/chat/completions, which splits them", req.n_choices), Some("n"));
     }
     let call = match Call::new(req, prior) {
         Ok(c) => c,
