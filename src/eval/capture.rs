@@ -9,7 +9,7 @@ use candle_core::Tensor;
 use mistralrs::{RequestBuilder, TextMessageRole};
 use serde::{Deserialize, Serialize};
 
-use super::generate::{draw, SplitMix};
+use super::generate::{draw, fnv1a, pin, SplitMix};
 use super::sampler::probs;
 use super::EvalError;
 
@@ -111,11 +111,7 @@ impl Capture {
             .iter()
             .flat_map(|r| [r.prompt as u32, r.step as u32]);
         let bits = self.logits.iter().map(|x| x.to_bits());
-        let h = words.chain(bits).fold(0xcbf2_9ce4_8422_2325u64, |h, w| {
-            w.to_le_bytes()
-                .iter()
-                .fold(h, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
-        });
+        let h = fnv1a(words.chain(bits).flat_map(u32::to_le_bytes));
         format!("{h:016x}")
     }
 
@@ -228,18 +224,24 @@ pub async fn capture(
             let mut s = sink.lock().unwrap();
             let step = s.0;
             s.0 += 1;
-            let x = logits.to_vec1::<f32>()?;
+            let keep = step.is_multiple_of(every);
+            // Copied out only when recorded or drawn from.
+            let x = if keep || draws.is_some() {
+                logits.to_vec1::<f32>()?
+            } else {
+                vec![]
+            };
             let out = match &draws {
                 // Plain temperature's draw, made here; the host can only pick this token.
                 Some(draws) => {
                     let pick = draw(&probs(&x, temperature), draws.lock().unwrap().unit());
-                    let mut y = vec![f32::NEG_INFINITY; x.len()];
-                    y[pick] = 0.0;
+                    let mut y = vec![0.0; x.len()];
+                    pin(&mut y, pick);
                     Tensor::from_vec(y, x.len(), logits.device())?
                 }
                 None => logits.clone(),
             };
-            if step.is_multiple_of(every) {
+            if keep {
                 s.1.push((step, x));
             }
             Ok(out)

@@ -66,9 +66,7 @@ impl mistralrs_core::CustomLogitsProcessor for Recorder {
         if let Some(draws) = &self.draws {
             // The host can then only draw this token: every other logit is -inf.
             let u = draws.lock().unwrap().unit();
-            let pick = draw(&q, u);
-            y.fill(f32::NEG_INFINITY);
-            y[pick] = 0.0;
+            pin(&mut y, draw(&q, u));
         }
         Tensor::from_vec(y, logits.dims1()?, logits.device())
     }
@@ -92,6 +90,19 @@ pub fn draw(q: &[f64], u: f64) -> usize {
         }
     }
     last
+}
+
+/// Logits that leave the host one token to draw: `pick` at 0, every other `-inf`.
+pub fn pin(y: &mut [f32], pick: usize) {
+    y.fill(f32::NEG_INFINITY);
+    y[pick] = 0.0;
+}
+
+/// The FNV-1a hash of `bytes`: stable seeds and fingerprints.
+pub fn fnv1a(bytes: impl IntoIterator<Item = u8>) -> u64 {
+    bytes.into_iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// A small deterministic generator (SplitMix64): the search's draws and each seeded
@@ -121,10 +132,7 @@ impl SplitMix {
 
     /// The generator seeded by a text's FNV-1a hash: a stable seed for a named sample.
     pub fn named(name: &str) -> SplitMix {
-        let h = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-        });
-        SplitMix(h)
+        SplitMix(fnv1a(name.bytes()))
     }
 }
 
