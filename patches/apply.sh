@@ -60,10 +60,14 @@ from_sources() { # VERSION MODE
   fi
   # The same flags as scripts/test-upstream's build (its .cargo/config.toml), so that the
   # crates both build with the same features are compiled once.
-  (cd "$ws" && RUSTFLAGS='--cfg mistralrs_host="0.9"' CARGO_TARGET_DIR="$host/target" \
+  # MISTRALRS_HLG_CLI_TARGET_DIR gives the binaries a target directory of their own (the
+  # upstream lock's versions differ from the workspace's, so little is shared; a build
+  # of the CLI then need not wait for scripts/test-upstream's lock on the directory).
+  local target=${MISTRALRS_HLG_CLI_TARGET_DIR:-$host/target}
+  (cd "$ws" && RUSTFLAGS='--cfg mistralrs_host="0.9"' CARGO_TARGET_DIR="$target" \
     cargo build --release "${locked[@]}" -p mistralrs-cli --bin mistralrs >&2)
   [[ $mode == patched ]] && cp "$ws/Cargo.lock" "$host/cli.Cargo.lock"
-  local bin="$host/target/release/mistralrs"
+  local bin="$target/release/mistralrs"
   cp "$bin" "$bin-$mode.tmp"
   mv -f "$bin-$mode.tmp" "$bin-$mode"
   echo "$bin-$mode"

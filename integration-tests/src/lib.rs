@@ -460,12 +460,42 @@ pub const HOST_SNAPSHOT_SUFFIX: Option<&str> = if cfg!(mistralrs_host = "0.9") {
 /// Runs `f` (an insta assertion of the engine's own output) with the host version as the
 /// snapshot's suffix, so each host's snapshot sits beside the others (`name@0.9.2.snap`)
 /// and an upstream bump shows as a reviewed file, not a changed one.
+///
+/// mistral.rs 0.9.2 and its candle choose CPU kernels at run time (AVX512 attention and
+/// AVX512-VNNI quantized matmuls where the CPU has them), whose sums round differently
+/// from the AVX2 ones; greedy output then parts at near-ties. Its snapshots are recorded
+/// on the AVX2 tier, which every x86_64 machine here has and upstream's own switch
+/// `MISTRALRS_FORCE_AVX2=1` selects (scripts/test-upstream sets it). On any other kernels
+/// (an AVX512 CPU without the switch, or not x86_64) this panics rather than report a
+/// difference of the machine as one of the host.
 pub fn on_host<R>(f: impl FnOnce() -> R) -> R {
     let mut settings = insta::Settings::clone_current();
     if let Some(suffix) = HOST_SNAPSHOT_SUFFIX {
+        assert!(
+            snapshot_tier_pinned(),
+            "the {suffix} snapshots are recorded on x86_64's AVX2 kernels, which this CPU does \
+             not run by default: run with MISTRALRS_FORCE_AVX2=1 on x86_64 \
+             (scripts/test-upstream {suffix} sets it)"
+        );
         settings.set_snapshot_suffix(suffix);
     }
     settings.bind(f)
+}
+
+/// Whether the engine runs the kernels the 0.9 snapshots were recorded on (see `on_host`):
+/// x86_64 on the AVX2 tier, forced or for want of AVX512 and AVX-VNNI (candle's other two
+/// quantized tiers).
+fn snapshot_tier_pinned() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::env::var("MISTRALRS_FORCE_AVX2").as_deref() == Ok("1")
+            || !(std::is_x86_feature_detected!("avx512f")
+                || std::is_x86_feature_detected!("avxvnni"))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
 }
 
 /// What the engine under test does with the rows of a decode batch, on the CPU with the
