@@ -133,19 +133,25 @@ fn dechunk(mut s: &str) -> String {
     out
 }
 
-/// A generation route: its path, a request of `TOKENS` tokens at `temperature` (with
-/// `hlg` when not null), and the text of a reply.
+/// A generation route: its path, its request's own fields (`TOKENS` tokens of
+/// `PROMPT`), and the text of a reply.
 struct Route {
     path: &'static str,
-    body: fn(f64, &Value) -> Value,
+    fields: Value,
     text: fn(&Value) -> String,
 }
 
-fn with_hlg(mut v: Value, hlg: &Value) -> Value {
-    if !hlg.is_null() {
-        v["hlg"] = hlg.clone();
+impl Route {
+    /// The request at `temperature`, with `hlg` when it is not null.
+    fn body(&self, temperature: f64, hlg: &Value) -> Value {
+        let mut v = self.fields.clone();
+        v["model"] = json!("default");
+        v["temperature"] = json!(temperature);
+        if !hlg.is_null() {
+            v["hlg"] = hlg.clone();
+        }
+        v
     }
-    v
 }
 
 fn routes() -> Vec<Route> {
@@ -157,51 +163,29 @@ fn routes() -> Vec<Route> {
             .unwrap_or_default()
             .to_string()
     };
+    // Chat completions and Anthropic's messages take the same fields.
+    let chat = json!({"max_tokens": TOKENS, "messages": [{"role": "user", "content": PROMPT}]});
     let mut r = vec![
         Route {
             path: "/v1/chat/completions",
-            body: |t, h| {
-                with_hlg(
-                    json!({"model": "default", "max_tokens": TOKENS, "temperature": t,
-                           "messages": [{"role": "user", "content": PROMPT}]}),
-                    h,
-                )
-            },
+            fields: chat.clone(),
             text: choice,
         },
         Route {
             path: "/v1/completions",
-            body: |t, h| {
-                with_hlg(
-                    json!({"model": "default", "max_tokens": TOKENS, "temperature": t,
-                           "prompt": "The sea is"}),
-                    h,
-                )
-            },
+            fields: json!({"max_tokens": TOKENS, "prompt": "The sea is"}),
             text: choice,
         },
         Route {
             path: "/v1/responses",
-            body: |t, h| {
-                with_hlg(
-                    json!({"model": "default", "max_output_tokens": TOKENS, "temperature": t,
-                           "input": PROMPT}),
-                    h,
-                )
-            },
+            fields: json!({"max_output_tokens": TOKENS, "input": PROMPT}),
             text: |v| v["output_text"].as_str().unwrap_or_default().to_string(),
         },
     ];
     if cfg!(mistralrs_host = "0.9") {
         r.push(Route {
             path: "/v1/messages",
-            body: |t, h| {
-                with_hlg(
-                    json!({"model": "default", "max_tokens": TOKENS, "temperature": t,
-                           "messages": [{"role": "user", "content": PROMPT}]}),
-                    h,
-                )
-            },
+            fields: chat,
             text: |v| {
                 v["content"]
                     .as_array()
@@ -222,7 +206,7 @@ fn cliff() -> Value {
 }
 
 fn ok_text(s: &Server, r: &Route, t: f64, hlg: &Value) -> String {
-    let (status, body) = s.post(r.path, &(r.body)(t, hlg));
+    let (status, body) = s.post(r.path, &r.body(t, hlg));
     assert_eq!(status, 200, "{} answered {status}: {body}", r.path);
     let v: Value =
         serde_json::from_str(&body).unwrap_or_else(|e| panic!("{}: {e}: {body}", r.path));
@@ -247,7 +231,7 @@ fn serve_honours_hlg_on_every_generation_route() {
             plain_differs += 1;
         }
         // Parsed on this route, not dropped: a bad value is a 400 that names the field.
-        let (status, body) = s.post(r.path, &(r.body)(1.0, &json!({"toe": -1})));
+        let (status, body) = s.post(r.path, &r.body(1.0, &json!({"toe": -1})));
         assert_eq!(
             status, 400,
             "{}: a bad `hlg` answered {status}: {body}",
