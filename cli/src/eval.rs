@@ -400,6 +400,12 @@ fn frontier(args: FrontierArgs) -> anyhow::Result<()> {
         report::frontier_table(&done, &cands),
     )?;
     std::fs::write(out.out.join("frontier.svg"), report::frontier_plot(&done))?;
+    for l in &done {
+        std::fs::write(
+            out.out.join(format!("frontier-{}.svg", l.level)),
+            plot::frontier_level(l, &frontier::shipped_knob()),
+        )?;
+    }
     // Each candidate's settings, for the online runs.
     let settings: Vec<_> = cands
         .iter()
@@ -414,7 +420,7 @@ fn frontier(args: FrontierArgs) -> anyhow::Result<()> {
         serde_json::to_string_pretty(&settings)?,
     )?;
     eprintln!(
-        "frontier.md, frontier.svg, frontier-candidates.json → {}",
+        "frontier.md, frontier.svg, frontier-<level>.svg, frontier-candidates.json → {}",
         out.out.display()
     );
     Ok(())

@@ -152,7 +152,9 @@ impl Drop for CliServer {
 }
 
 /// The same requests, one after another, on a fresh server: greedy and sampled chat,
-/// sampled text completion, greedy `n = 2`. Returns every choice's text and finish reason.
+/// sampled text completion, greedy `n = 2` (not on 0.9 hosts: upstream 0.9.2's own binary
+/// answers it with a 500, [`upstream_0_9_fails_n_2_and_the_patched_binary_splits_it`]).
+/// Returns every choice's text and finish reason.
 async fn transcript(s: &CliServer) -> Vec<(String, String)> {
     let mut bodies: Vec<(&str, Value)> = vec![];
     for p in PROMPTS {
@@ -166,10 +168,12 @@ async fn transcript(s: &CliServer) -> Vec<(String, String)> {
         ));
     }
     bodies.push(("/v1/completions", json!({"model": "default", "prompt": "Once upon a time", "max_tokens": 24, "temperature": 1.0})));
-    bodies.push((
-        "/v1/chat/completions",
-        chat(PROMPTS[0], 12, json!({"temperature": 0.0, "n": 2})),
-    ));
+    if !cfg!(mistralrs_host = "0.9") {
+        bodies.push((
+            "/v1/chat/completions",
+            chat(PROMPTS[0], 12, json!({"temperature": 0.0, "n": 2})),
+        ));
+    }
     let mut out = vec![];
     for (path, body) in bodies {
         let v = s.post_ok(path, &body).await;
@@ -250,11 +254,41 @@ async fn flag_off_serves_what_upstream_serves() {
         .await;
         transcript(&s).await
     };
-    // 3 greedy + 3 sampled chats, 1 completion, 2 greedy choices.
-    assert_eq!(upstream.len(), 9);
+    // 3 greedy + 3 sampled chats, 1 completion, 2 greedy choices (not on 0.9 hosts).
+    let n_2 = if cfg!(mistralrs_host = "0.9") { 0 } else { 2 };
+    assert_eq!(upstream.len(), 7 + n_2);
     assert!(upstream.iter().all(|(t, _)| !t.is_empty()), "{upstream:?}");
     assert_eq!(patched_default, upstream);
     assert_eq!(patched_off, upstream);
+}
+
+/// Upstream 0.9.2's CPU decode of two sequences that share a prompt fails on the GGUF
+/// model (a non-contiguous tensor reaches QMatMul: docs/NOTES.md), so its own binary
+/// answers greedy `n = 2` with a 500. The patched binary splits `n > 1` into single
+/// sequences on this host, so both choices are the request's greedy text alone.
+#[cfg(mistralrs_host = "0.9")]
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs the binaries of patches/apply.sh: run scripts/test-cli"]
+async fn upstream_0_9_fails_n_2_and_the_patched_binary_splits_it() {
+    let two = chat(PROMPTS[0], 12, json!({"temperature": 0.0, "n": 2}));
+    let one = chat(PROMPTS[0], 12, json!({"temperature": 0.0}));
+    {
+        let s = CliServer::serve(&binary("MISTRALRS_HLG_UPSTREAM_CLI"), &[]).await;
+        let (status, v) = s.post("/v1/chat/completions", &two).await;
+        assert_eq!(status, 500, "upstream 0.9.2 answered n = 2: {v}");
+        assert!(v.to_string().contains("not contiguous"), "{v}");
+        // The server lives on: the request alone still works.
+        assert_eq!(
+            texts(&s.post_ok("/v1/chat/completions", &one).await).len(),
+            1
+        );
+    }
+    let s = CliServer::serve(&binary("MISTRALRS_HLG_PATCHED_CLI"), &[]).await;
+    let alone = texts(&s.post_ok("/v1/chat/completions", &one).await);
+    let both = texts(&s.post_ok("/v1/chat/completions", &two).await);
+    assert_eq!(alone.len(), 1);
+    assert!(!alone[0].is_empty());
+    assert_eq!(both, vec![alone[0].clone(), alone[0].clone()]);
 }
 
 /// Each server is fresh (its sampling RNG starts from the same seed), so the same requests
@@ -401,6 +435,84 @@ async fn responses_take_hlg_in_the_patched_binary() {
     assert_eq!(
         by_flag, with_hlg,
         "--hlg-sampling on does not reach /v1/responses"
+    );
+}
+
+/// `/v1/messages` (Anthropic's route, served from mistral.rs 0.9) in the patched binary:
+/// without `hlg` it is upstream's route (the same texts as the unpatched binary at T = 1);
+/// with the near-greedy toe (or the same flags) at T = 1 it samples upstream's greedy
+/// texts; a bad `hlg` is a 400 naming the field.
+#[cfg(mistralrs_host = "0.9")]
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs the binaries of patches/apply.sh: run scripts/test-cli 0.9.2"]
+async fn messages_take_hlg_in_the_patched_binary() {
+    fn body(p: &str, t: f64, hlg: &Value) -> Value {
+        let mut body = json!({"model": "default", "max_tokens": 24, "temperature": t,
+                              "messages": [{"role": "user", "content": p}]});
+        if !hlg.is_null() {
+            body["hlg"] = hlg.clone();
+        }
+        body
+    }
+    async fn messages(s: &CliServer, t: f64, hlg: &Value) -> Vec<String> {
+        let mut out = vec![];
+        for p in PROMPTS {
+            let v = s.post_ok("/v1/messages", &body(p, t, hlg)).await;
+            let text: String = v["content"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|b| b["text"].as_str())
+                .collect();
+            out.push(text);
+        }
+        out
+    }
+    let bin = binary("MISTRALRS_HLG_PATCHED_CLI");
+    let (upstream, upstream_greedy) = {
+        let s = CliServer::serve(&binary("MISTRALRS_HLG_UPSTREAM_CLI"), &[]).await;
+        (
+            messages(&s, 1.0, &Value::Null).await,
+            messages(&s, 0.0, &Value::Null).await,
+        )
+    };
+    let off = messages(&CliServer::serve(&bin, &[]).await, 1.0, &Value::Null).await;
+    let s = CliServer::serve(&bin, &[]).await;
+    let with_hlg = messages(&s, 1.0, &hard_toe()).await;
+    let (status, v) = s
+        .post("/v1/messages", &body("Hi", 1.0, &json!({"toe": -2})))
+        .await;
+    assert_eq!(status, 400, "a bad hlg on /v1/messages: {v}");
+    assert!(
+        v.to_string().contains("toe"),
+        "the 400 names the field: {v}"
+    );
+    drop(s);
+    let by_flag = messages(
+        &CliServer::serve(&bin, &HARD_TOE_FLAGS).await,
+        1.0,
+        &Value::Null,
+    )
+    .await;
+    assert!(
+        upstream_greedy.iter().all(|t| !t.is_empty()),
+        "{upstream_greedy:?}"
+    );
+    assert_eq!(
+        off, upstream,
+        "/v1/messages without hlg differs from upstream's"
+    );
+    assert_ne!(
+        upstream, upstream_greedy,
+        "the comparison has no power: T = 1 gave the greedy texts"
+    );
+    assert_eq!(
+        with_hlg, upstream_greedy,
+        "the near-greedy toe on /v1/messages at T = 1 should give the greedy texts"
+    );
+    assert_eq!(
+        by_flag, with_hlg,
+        "--hlg-sampling on does not reach /v1/messages"
     );
 }
 

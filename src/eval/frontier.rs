@@ -175,6 +175,14 @@ pub fn knob(s: &Sampler) -> String {
     }
 }
 
+/// The knob of the shipped HLG settings ([`HlgConfig::default`]).
+pub fn shipped_knob() -> String {
+    knob(&Sampler::Hlg {
+        t: 1.0,
+        hlg: HlgConfig::default().resolved(true),
+    })
+}
+
 /// One setting at one level: at its matched temperature, its means over every position.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Screened {
@@ -337,24 +345,40 @@ impl Level {
     /// is at least as good as on both measures and better on one (tail masses below
     /// [`TAIL_FLOOR`] equal), in order of tail mass.
     pub fn frontier(&self) -> Vec<&Screened> {
-        let matched: Vec<&Screened> = self.points.iter().filter(|p| p.matched).collect();
-        let dominates = |a: &Screened, b: &Screened| {
-            let both = Measure::ALL
-                .iter()
-                .all(|m| m.at_least_as_good(m.of(&a.stats), m.of(&b.stats)));
-            let one = Measure::ALL
-                .iter()
-                .any(|m| !m.at_least_as_good(m.of(&b.stats), m.of(&a.stats)));
-            both && one
-        };
-        let mut out: Vec<&Screened> = matched
-            .iter()
-            .copied()
-            .filter(|p| !matched.iter().any(|q| dominates(q, p)))
-            .collect();
-        out.sort_by(|a, b| a.stats.tail_mass.total_cmp(&b.stats.tail_mass));
-        out
+        pareto(self.points.iter().filter(|p| p.matched).collect())
     }
+
+    /// One family's own frontier at this level: [`Level::frontier`] among its matched
+    /// settings alone (the line a figure draws for the family).
+    pub fn family_frontier(&self, family: Family) -> Vec<&Screened> {
+        pareto(
+            self.points
+                .iter()
+                .filter(|p| p.matched && p.family == family)
+                .collect(),
+        )
+    }
+}
+
+/// The points of `matched` that no other is at least as good as on both measures and
+/// better on one, in order of tail mass.
+fn pareto(matched: Vec<&Screened>) -> Vec<&Screened> {
+    let dominates = |a: &Screened, b: &Screened| {
+        let both = Measure::ALL
+            .iter()
+            .all(|m| m.at_least_as_good(m.of(&a.stats), m.of(&b.stats)));
+        let one = Measure::ALL
+            .iter()
+            .any(|m| !m.at_least_as_good(m.of(&b.stats), m.of(&a.stats)));
+        both && one
+    };
+    let mut out: Vec<&Screened> = matched
+        .iter()
+        .copied()
+        .filter(|p| !matched.iter().any(|q| dominates(q, p)))
+        .collect();
+    out.sort_by(|a, b| a.stats.tail_mass.total_cmp(&b.stats.tail_mass));
+    out
 }
 
 /// The HLG settings to confirm online: those on the frontier at the most levels, then
@@ -527,6 +551,18 @@ mod tests {
         );
         let frontier: Vec<&str> = level.frontier().iter().map(|p| p.knob.as_str()).collect();
         assert_eq!(frontier, ["no tail", "beats both"]);
+        // A family's own frontier holds settings the whole one does not.
+        let own = |f| -> Vec<String> {
+            level
+                .family_frontier(f)
+                .iter()
+                .map(|p| p.knob.clone())
+                .collect()
+        };
+        assert_eq!(own(Family::MinP), ["a", "b"]);
+        assert_eq!(own(Family::Hlg), ["beats both"]);
+        assert_eq!(own(Family::Temperature), [""]);
+        assert!(own(Family::TopNSigma).is_empty());
         let two = [level.clone(), level];
         assert_eq!(candidates(&two, 2), ["beats both", "good tail only"]);
     }

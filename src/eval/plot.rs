@@ -486,6 +486,139 @@ fn scatter_method(s: &mut String, sc: &Scatter, name: &str, c: &str, pts: &[(f64
     }
 }
 
+/// One screened level: every family's own offline frontier, tail mass (log, values
+/// below [`TAIL_FLOOR`](super::frontier::TAIL_FLOOR) on the floor) against expected base
+/// log-prob. Each family's frontier is a line through its points, labelled with their
+/// knobs; its other matched settings are faint dots; the setting whose knob is `shipped`
+/// is ringed.
+pub fn frontier_level(level: &super::frontier::Level, shipped: &str) -> String {
+    use super::frontier::{Family, TAIL_FLOOR};
+    let (w, h) = (960.0, 600.0);
+    let matched: Vec<_> = level.points.iter().filter(|p| p.matched).collect();
+    let mut s = format!(
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11"><rect width="100%" height="100%" fill="white"/><text x="10" y="16" font-size="13">offline, at plain temperature's entropy at T = {} ({:.3} nats, {} positions): each family's frontier ({} of {} settings matched)</text>"#,
+        level.level,
+        level.target_entropy,
+        level.positions,
+        matched.len(),
+        level.points.len()
+    );
+    if matched.is_empty() {
+        return s + "</svg>\n";
+    }
+    let x_of = |t: f64| t.max(TAIL_FLOOR).log10();
+    let (x0, x1) = matched
+        .iter()
+        .map(|p| x_of(p.stats.tail_mass))
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| {
+            (a.min(x), b.max(x))
+        });
+    let sc = Scatter {
+        x: (x0.floor() - 0.25, x1.ceil().max(x0.floor() + 1.0) + 0.25),
+        y: padded_span(matched.iter().map(|p| p.stats.base_logprob)),
+        frame: Frame {
+            l: 60.0,
+            r: w - 150.0,
+            t: 40.0,
+            b: h - 50.0,
+        },
+    };
+    let Frame { l, r, t, b } = sc.frame;
+    let _ = write!(
+        s,
+        r##"<rect x="{l}" y="{t}" width="{:.1}" height="{:.1}" fill="none" stroke="#bbb"/><text x="{:.1}" y="{:.1}" text-anchor="middle">tail mass (base probability &lt; 1e-4; lower: better)</text><text x="{:.1}" y="{:.1}">expected base log-prob (higher: better)</text><text x="{:.1}" y="{b}" text-anchor="end">{:.3}</text><text x="{:.1}" y="{:.1}" text-anchor="end">{:.3}</text>"##,
+        r - l,
+        b - t,
+        (l + r) / 2.0,
+        b + 34.0,
+        l,
+        t - 6.0,
+        l - 3.0,
+        sc.y.0,
+        l - 3.0,
+        t + 9.0,
+        sc.y.1
+    );
+    let floor = TAIL_FLOOR.log10();
+    for d in (sc.x.0.ceil() as i32)..=(sc.x.1.floor() as i32) {
+        let x = sc.px(d as f64);
+        let label = if (d as f64) <= floor {
+            "≤1e-6".to_string()
+        } else {
+            format!("1e{d}")
+        };
+        let _ = write!(
+            s,
+            r##"<line x1="{x:.1}" y1="{b}" x2="{x:.1}" y2="{:.1}" stroke="#bbb"/><text x="{x:.1}" y="{:.1}" text-anchor="middle">{label}</text>"##,
+            b + 4.0,
+            b + 16.0
+        );
+    }
+    let at = |p: &super::frontier::Screened| {
+        (sc.px(x_of(p.stats.tail_mass)), sc.py(p.stats.base_logprob))
+    };
+    for (k, f) in Family::ALL.into_iter().enumerate() {
+        let c = f.color();
+        for p in matched.iter().filter(|p| p.family == f) {
+            let (x, y) = at(p);
+            let _ = write!(
+                s,
+                r#"<circle cx="{x:.1}" cy="{y:.1}" r="2" fill="{c}" fill-opacity="0.3"/>"#
+            );
+        }
+        let own = level.family_frontier(f);
+        if own.len() > 1 {
+            let line: Vec<String> = own
+                .iter()
+                .map(|p| {
+                    let (x, y) = at(p);
+                    format!("{x:.1},{y:.1}")
+                })
+                .collect();
+            let _ = write!(
+                s,
+                r#"<polyline points="{}" fill="none" stroke="{c}" stroke-width="1.5"/>"#,
+                line.join(" ")
+            );
+        }
+        for p in &own {
+            let (x, y) = at(p);
+            let label: &str = if p.knob.is_empty() { f.name() } else { &p.knob };
+            let _ = write!(
+                s,
+                r#"<circle cx="{x:.1}" cy="{y:.1}" r="3.5" fill="{c}"/><text x="{:.1}" y="{:.1}" fill="{c}" font-size="8">{}</text>"#,
+                x + 5.0,
+                y - 4.0,
+                escape(label)
+            );
+        }
+        let ly = t + 14.0 * k as f64 + 8.0;
+        let _ = write!(
+            s,
+            r#"<circle cx="{:.1}" cy="{:.1}" r="4" fill="{c}"/><text x="{:.1}" y="{:.1}">{} ({} on its frontier)</text>"#,
+            r + 14.0,
+            ly - 4.0,
+            r + 22.0,
+            ly,
+            f.name(),
+            own.len()
+        );
+    }
+    if let Some(p) = matched
+        .iter()
+        .find(|p| p.family == Family::Hlg && p.knob == shipped)
+    {
+        let (x, y) = at(p);
+        let _ = write!(
+            s,
+            r#"<circle cx="{x:.1}" cy="{y:.1}" r="7" fill="none" stroke="black" stroke-width="1.5"/><text x="{:.1}" y="{:.1}" font-size="9">shipped</text>"#,
+            x - 8.0,
+            y + 18.0
+        );
+    }
+    s + "</svg>\n"
+}
+
 /// The colour of a toe shape in every figure.
 pub fn shape_color(shape: crate::ToeShape) -> &'static str {
     match shape {
@@ -504,6 +637,58 @@ fn escape(t: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_level_draws_each_family_frontier_on_a_log_tail_axis() {
+        use crate::eval::frontier::{point, Family, Level, Screened};
+        let level = Level {
+            level: 1.3,
+            target_entropy: 4.43,
+            positions: 284,
+            capture: String::new(),
+            points: vec![
+                point(Family::Temperature, "", 0.1, -3.0),
+                point(Family::MinP, "0.05", 0.0, -2.5),
+                point(Family::MinP, "0.02", 0.01, -2.0),
+                point(Family::MinP, "0.1", 0.02, -2.6),
+                point(Family::Hlg, "a & b", 1e-3, -1.9),
+                point(Family::Hlg, "c", 1e-2, -2.2),
+                Screened {
+                    matched: false,
+                    ..point(Family::Hlg, "unmatched", 0.5, -9.0)
+                },
+            ],
+        };
+        let svg = frontier_level(&level, "a & b");
+        assert!(svg.starts_with("<svg") && svg.ends_with("</svg>\n"));
+        assert!(svg.contains("(6 of 7 settings matched)"), "{svg}");
+        // The axes by hand: x is log10 of the tail (0 on the 1e-6 floor) over
+        // [-6.25, -0.75] into [60, 810]; y the log-prob over [-3.0, -1.9] padded by 15 %
+        // of its width each side into [550, 40].
+        let px = |t: f64| 60.0 + 750.0 * (t.max(1e-6).log10() + 6.25) / 5.5;
+        let (y0, y1) = (-3.0 - 0.165, -1.9 + 0.165);
+        let py = |v: f64| 550.0 - 510.0 * (v - y0) / (y1 - y0);
+        let xy = |t: f64, v: f64| format!("{:.1},{:.1}", px(t), py(v));
+        // Min-p's own frontier: 0.05 (no tail) and 0.02; 0.1 is beaten by 0.02.
+        let min_p = format!(r#"<polyline points="{} {}""#, xy(0.0, -2.5), xy(0.01, -2.0));
+        assert!(svg.contains(&min_p), "{min_p} in {svg}");
+        assert!(svg.contains(">0.05<") && svg.contains(">0.02<") && !svg.contains(">0.1<"));
+        // HLG's is one point (no line), labelled and ringed as the shipped knobs.
+        assert_eq!(svg.matches("<polyline").count(), 1);
+        assert!(svg.contains(">a &amp; b<") && !svg.contains(">c<"));
+        let ring = format!(r#"<circle cx="{:.1}" cy="{:.1}" r="7""#, px(1e-3), py(-1.9));
+        assert!(svg.contains(&ring), "{ring} in {svg}");
+        // The unmatched setting is not drawn, even faintly: 6 faint dots.
+        assert_eq!(svg.matches(r#"fill-opacity="0.3""#).count(), 6);
+        assert!(!svg.contains("unmatched"));
+        for tick in ["≤1e-6", "1e-5", "1e-3", "1e-1"] {
+            assert!(svg.contains(&format!(">{tick}<")), "tick {tick}");
+        }
+        assert!(
+            svg.contains(">min-p (2 on its frontier)<")
+                && svg.contains(">top-nσ (0 on its frontier)<")
+        );
+    }
 
     #[test]
     fn a_grid_places_every_point_and_label() {

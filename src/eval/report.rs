@@ -348,10 +348,7 @@ fn frontier_rows(l: &frontier::Level) -> String {
 /// line per family, and the shipped HLG knobs beside the best HLG setting.
 pub fn frontier_plot(levels: &[frontier::Level]) -> String {
     let xs: Vec<String> = levels.iter().map(|l| format!("T={}", l.level)).collect();
-    let shipped = frontier::knob(&Sampler::Hlg {
-        t: 1.0,
-        hlg: crate::HlgConfig::default().resolved(true),
-    });
+    let shipped = frontier::shipped_knob();
     let panels = frontier::Measure::ALL
         .into_iter()
         .map(|m| {
