@@ -59,6 +59,7 @@ pub enum EvalCmd {
     Diversity(DiversityArgs),
     /// Exact-answer accuracy: greedy, and at each --temperatures plain temperature, top-p
     /// 0.9, min-p 0.05 and HLG (each toe shape). OUT/guardrail.json, OUT/guardrail.md.
+    /// Resumable: finished items are kept in OUT/guardrail/<name>.jsonl as they come.
     Guardrail(GuardrailArgs),
     /// Decode tokens/s and prompt time: HLG on vs off vs the host's top-p 0.9, rounds
     /// alternated. OUT/perf.json, OUT/perf.md.
@@ -822,14 +823,36 @@ fn guardrail(args: GuardrailArgs) -> anyhow::Result<()> {
     let n = items
         .unwrap_or(guardrail::TASKS.len())
         .min(guardrail::TASKS.len());
+    // Finished items are kept as they come, so a stopped run continues where it was.
+    let stem = level.map_or("guardrail".to_string(), |l| format!("guardrail-{l}"));
+    let journal_path = online
+        .out
+        .out
+        .join("guardrail")
+        .join(format!("{stem}.jsonl"));
+    let mut journal = guardrail::Journal::open(&journal_path, &samplers, samples, max_tokens)?;
+    if !journal.is_empty() {
+        eprintln!(
+            "guardrail: {} items already answered in {}",
+            journal.len(),
+            journal_path.display()
+        );
+    }
     let results = tokio::runtime::Runtime::new()?.block_on(async {
         let m = capture::load_model(online.model.as_deref()).await?;
         let batch = probed_batch(&m, batch).await;
         let bar = progress((1 + (samplers.len() - 1) * samples) * n, "guardrail");
         let tasks = &guardrail::TASKS[..n];
-        let out = guardrail::run_all(&m, tasks, &samplers, samples, max_tokens, batch, || {
-            bar.inc(1)
-        })
+        let out = guardrail::run_all(
+            &m,
+            tasks,
+            &samplers,
+            samples,
+            max_tokens,
+            batch,
+            Some(&mut journal),
+            || bar.inc(1),
+        )
         .await?;
         bar.finish();
         anyhow::Ok(out)

@@ -224,7 +224,7 @@ async fn guardrail_scorer(model: &Model) {
     // streams (the same call twice gives the same replies).
     let methods = [None, Some(Sampler::Temperature { t: 1.0 })];
     let tasks = &guardrail::TASKS[..2];
-    let all = guardrail::run_all(model, tasks, &methods, 2, 6, 1, || {})
+    let all = guardrail::run_all(model, tasks, &methods, 2, 6, 1, None, || {})
         .await
         .unwrap();
     assert_eq!(all[0].replies, acc.replies[..2]);
@@ -239,10 +239,50 @@ async fn guardrail_scorer(model: &Model) {
             .count();
         assert_eq!(*rate, ok as f64 / 2.0);
     }
-    let again = guardrail::run_all(model, tasks, &methods, 2, 6, 1, || {})
+    // Resumed: the first item in one run, both in the next from its journal, the same
+    // replies as the run done at once.
+    let dir = std::env::temp_dir().join(format!("hlg-guardrail-smoke-{}", std::process::id()));
+    let path = dir.join("g.jsonl");
+    let _ = std::fs::remove_dir_all(&dir);
+    first_item_through(model, &path, &methods).await;
+    let mut journal = guardrail::Journal::open(&path, &methods, 2, 6).unwrap();
+    assert_eq!(journal.len(), 1);
+    let mut ticks = 0;
+    let again = guardrail::run_all(model, tasks, &methods, 2, 6, 1, Some(&mut journal), || {
+        ticks += 1
+    })
+    .await
+    .unwrap();
+    assert_eq!((journal.len(), ticks), (2, 6));
+    for (a, b) in again.iter().zip(&all) {
+        assert_eq!(a.replies, b.replies);
+        assert_eq!(a.per_item, b.per_item);
+    }
+    // The journal's replies are what a resumed run scores, not drawn again.
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut lines: Vec<String> = text.lines().map(String::from).collect();
+    let mut item: serde_json::Value = serde_json::from_str(&lines[1]).unwrap();
+    item["replies"][0] = "from the journal".into();
+    lines[1] = item.to_string();
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    let read = first_item_through(model, &path, &methods).await;
+    assert_eq!(read[0].replies[0], (false, "from the journal".to_string()));
+    assert_eq!(read[1].replies, all[1].replies[..2]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The guardrail's first item, 2 samples of 6 tokens per method, through the journal at
+/// `path` opened afresh (as a run started again opens it).
+async fn first_item_through(
+    model: &Model,
+    path: &std::path::Path,
+    methods: &[Option<Sampler>],
+) -> Vec<guardrail::Accuracy> {
+    let mut journal = guardrail::Journal::open(path, methods, 2, 6).unwrap();
+    let tasks = &guardrail::TASKS[..1];
+    guardrail::run_all(model, tasks, methods, 2, 6, 1, Some(&mut journal), || {})
         .await
-        .unwrap();
-    assert_eq!(again[1].replies, all[1].replies);
+        .unwrap()
 }
 
 /// Perf: one round, every arm runs and generates.

@@ -12,13 +12,13 @@
 //! in parts holds exactly the samples of a run done at once, and more prompts or samples
 //! later extend a finished run instead of replacing it.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use super::frontier::{self, Family, Measure, Screened};
 use super::generate::{generate_seeded, SplitMix, Trace};
+use super::journal;
 use super::metrics::Stats;
 use super::sampler::Sampler;
 use super::text::{distinct_n, self_bleu, words};
@@ -222,6 +222,11 @@ struct Header {
 }
 
 impl Header {
+    /// Whether `line` is this header (another run's file is set aside).
+    fn reads(&self, line: &str) -> bool {
+        serde_json::from_str::<Header>(line).is_ok_and(|h| h.same(self))
+    }
+
     fn same(&self, other: &Header) -> bool {
         self.method == other.method
             && self.max_tokens == other.max_tokens
@@ -243,45 +248,18 @@ impl Store {
     /// temperature or length is moved aside (`.stale`); a torn last line (a run stopped
     /// while writing) is dropped.
     pub fn open(dir: &Path, method: &Planned, max_tokens: usize) -> Result<Store, EvalError> {
-        std::fs::create_dir_all(dir).map_err(EvalError::io("creating", dir))?;
         let path = dir.join(method.file_name());
         let header = Header {
             method: method.name(),
             temperature: method.sampler.temperature(),
             max_tokens,
         };
-        let mut samples = vec![];
-        // Whether the file can be appended to as it is: its header matches and every line
-        // after it was read (no torn or unreadable tail).
-        let mut intact = false;
-        if let Ok(text) = std::fs::read_to_string(&path) {
-            if let Some(read) = parse(&text, &header) {
-                intact = text.lines().count() == 1 + read.len() && text.ends_with('\n');
-                samples = read;
-            } else {
-                std::fs::rename(&path, path.with_extension("jsonl.stale"))
-                    .map_err(EvalError::io("setting aside", &path))?;
-            }
-        }
-        let store = Store {
+        let samples = journal::open(&path, &journal::line(&header), |l| header.reads(l))?;
+        Ok(Store {
             path,
             header,
             samples,
-        };
-        if !intact {
-            store.rewrite()?;
-        }
-        Ok(store)
-    }
-
-    fn rewrite(&self) -> Result<(), EvalError> {
-        let mut text = line(&self.header);
-        for s in &self.samples {
-            text += &line(s);
-        }
-        let tmp = self.path.with_extension("jsonl.tmp");
-        std::fs::write(&tmp, text).map_err(EvalError::io("writing", &tmp))?;
-        std::fs::rename(&tmp, &self.path).map_err(EvalError::io("writing", &self.path))
+        })
     }
 
     /// Whether sample `sample` of `prompt` is there.
@@ -295,14 +273,7 @@ impl Store {
     /// later run reads it (serde_json reads some floats back an ulp away), so a run done
     /// in parts measures exactly what a run done at once does.
     pub fn push(&mut self, s: Sample) -> Result<(), EvalError> {
-        let io = || EvalError::io("appending to", &self.path);
-        let text = line(&s);
-        let mut f = std::fs::OpenOptions::new()
-            .append(true)
-            .open(&self.path)
-            .map_err(io())?;
-        f.write_all(text.as_bytes()).map_err(io())?;
-        f.sync_data().map_err(io())?;
+        let text = journal::append(&self.path, &s)?;
         self.samples
             .push(serde_json::from_str(&text).expect("a sample reads back"));
         Ok(())
@@ -320,25 +291,8 @@ pub fn read_samples(dir: &Path, method: &Planned, max_tokens: usize) -> Vec<Samp
     };
     std::fs::read_to_string(dir.join(method.file_name()))
         .ok()
-        .and_then(|text| parse(&text, &header))
+        .and_then(|text| journal::parse(&text, |l| header.reads(l)))
         .unwrap_or_default()
-}
-
-/// A method file's samples up to the first line that does not read, or `None` when its
-/// header is not `header`.
-fn parse(text: &str, header: &Header) -> Option<Vec<Sample>> {
-    let mut lines = text.lines();
-    let read = serde_json::from_str::<Header>(lines.next()?).ok()?;
-    read.same(header).then(|| {
-        lines
-            .map_while(|l| serde_json::from_str::<Sample>(l).ok())
-            .collect()
-    })
-}
-
-/// One JSON line (these types always serialise: plain fields, no maps with other keys).
-fn line<T: Serialize>(v: &T) -> String {
-    serde_json::to_string(v).expect("a sample serialises") + "\n"
 }
 
 /// Generates the samples of `method` that `store` does not hold yet: every prompt ×
@@ -676,6 +630,8 @@ pub struct Level {
 
 #[cfg(test)]
 mod tests {
+    use std::io::Write;
+
     use super::*;
     use crate::eval::frontier::{point, Screened};
 

@@ -1,9 +1,12 @@
 //! The capability guardrail: short exact-answer questions that the embedded model partly
 //! answers, scored by matching an accepted answer in the first line of the reply.
 
-use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
 
 use super::generate::{generate_seeded, SplitMix};
+use super::journal;
 use super::sampler::Sampler;
 use super::text::words;
 use super::EvalError;
@@ -168,6 +171,72 @@ pub fn paired_difference(a: &Accuracy, b: &Accuracy) -> (f64, (f64, f64)) {
     mean_ci(&d)
 }
 
+/// The finished items of one guardrail run on disk, so that a stopped run continues where
+/// it was: a header line naming what the run draws (its methods, samples per item and
+/// length), then one line per finished item with every reply of it. Replies are seeded
+/// by method, item and sample (greedy is deterministic), so a run done in parts gives
+/// the replies of a run done at once.
+pub struct Journal {
+    path: PathBuf,
+    items: Vec<Item>,
+}
+
+/// One finished item: its prompt and its replies in [`run_all`]'s order (method by
+/// method, sample by sample).
+#[derive(Serialize, Deserialize)]
+struct Item {
+    prompt: String,
+    replies: Vec<String>,
+}
+
+impl Journal {
+    /// The journal at `path` for a run of `methods` (`samples` each, `max_tokens` long),
+    /// with the items it holds. A file written for another run is moved aside (`.stale`);
+    /// a torn last line (a run stopped while writing) is dropped.
+    pub fn open(
+        path: &Path,
+        methods: &[Option<Sampler>],
+        samples: usize,
+        max_tokens: usize,
+    ) -> Result<Journal, EvalError> {
+        // Compared as text: both sides are serialised from the same values.
+        let header =
+            serde_json::json!({"methods": methods, "samples": samples, "max_tokens": max_tokens})
+                .to_string();
+        let items = journal::open(path, &header, |l| l == header)?;
+        Ok(Journal {
+            path: path.to_path_buf(),
+            items,
+        })
+    }
+
+    /// Items finished.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Whether no item is finished.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    fn replies(&self, prompt: &str) -> Option<&[String]> {
+        let item = self.items.iter().find(|i| i.prompt == prompt)?;
+        Some(&item.replies)
+    }
+
+    /// Adds a finished item, on disk first.
+    fn push(&mut self, prompt: &str, replies: Vec<String>) -> Result<(), EvalError> {
+        let item = Item {
+            prompt: prompt.to_string(),
+            replies,
+        };
+        journal::append(&self.path, &item)?;
+        self.items.push(item);
+        Ok(())
+    }
+}
+
 /// Runs every task of `tasks` `samples` times with `sampler` (greedy, once, when `None`),
 /// `max_tokens` each, one generation at a time.
 pub async fn run(
@@ -179,7 +248,10 @@ pub async fn run(
     progress: impl FnMut(),
 ) -> Result<Accuracy, EvalError> {
     let methods = [sampler.cloned()];
-    let mut out = run_all(model, tasks, &methods, samples, max_tokens, 1, progress).await?;
+    let mut out = run_all(
+        model, tasks, &methods, samples, max_tokens, 1, None, progress,
+    )
+    .await?;
     Ok(out.remove(0))
 }
 
@@ -188,7 +260,10 @@ pub async fn run(
 /// from a stream seeded by the method, the item and `k`, so the replies do not depend
 /// on what runs beside them: up to `batch` generations are sent at once, which is sound
 /// on an engine whose batched rows equal the rows alone (`server::engine::probe`; see
-/// [`super::confirm::run_prompt`]).
+/// [`super::confirm::run_prompt`]). With a `journal` (opened for the same methods,
+/// samples and length), items it holds are read from it and each new item is added to it
+/// as soon as it is finished.
+#[allow(clippy::too_many_arguments)]
 pub async fn run_all(
     model: &mistralrs::Model,
     tasks: &[Task],
@@ -196,6 +271,7 @@ pub async fn run_all(
     samples: usize,
     max_tokens: usize,
     batch: usize,
+    mut journal: Option<&mut Journal>,
     mut progress: impl FnMut(),
 ) -> Result<Vec<Accuracy>, EvalError> {
     let draws = |m: &Option<Sampler>| if m.is_some() { samples.max(1) } else { 1 };
@@ -205,16 +281,29 @@ pub async fn run_all(
         let todo: Vec<(usize, usize)> = (0..methods.len())
             .flat_map(|j| (0..draws(&methods[j])).map(move |k| (j, k)))
             .collect();
-        let mut texts = Vec::with_capacity(todo.len());
-        for chunk in todo.chunks(batch.max(1)) {
-            let runs = chunk
-                .iter()
-                .map(|&(j, k)| reply(model, task.prompt, methods[j].as_ref(), max_tokens, k));
-            for text in futures::future::join_all(runs).await {
-                texts.push(text?);
-                progress();
+        let done = journal.as_ref().and_then(|j| j.replies(task.prompt));
+        let texts = match done {
+            Some(texts) if texts.len() == todo.len() => {
+                todo.iter().for_each(|_| progress());
+                texts.to_vec()
             }
-        }
+            _ => {
+                let mut texts = Vec::with_capacity(todo.len());
+                for chunk in todo.chunks(batch.max(1)) {
+                    let runs = chunk.iter().map(|&(j, k)| {
+                        reply(model, task.prompt, methods[j].as_ref(), max_tokens, k)
+                    });
+                    for text in futures::future::join_all(runs).await {
+                        texts.push(text?);
+                        progress();
+                    }
+                }
+                if let Some(j) = journal.as_deref_mut() {
+                    j.push(task.prompt, texts.clone())?;
+                }
+                texts
+            }
+        };
         let mut ok = vec![0usize; methods.len()];
         for (&(j, _), text) in todo.iter().zip(texts) {
             let c = correct(&text, task.answers);
@@ -321,6 +410,35 @@ mod tests {
         assert!((lo - (0.25 - 1.96 * se)).abs() < 1e-12 && (hi - (0.25 + 1.96 * se)).abs() < 1e-12);
         let (m, _) = mean_ci(&[0.2]);
         assert_eq!(m, 0.2);
+    }
+
+    #[test]
+    fn a_journal_holds_its_items_for_the_same_run_only() {
+        // The file handling (torn lines, setting aside) is journal.rs's; here, what makes
+        // a guardrail run the same run: its methods, samples per item and length.
+        let dir = std::env::temp_dir().join(format!("hlg-guardrail-{}", std::process::id()));
+        let path = dir.join("g.jsonl");
+        let _ = std::fs::remove_dir_all(&dir);
+        let methods = [None, Some(Sampler::Temperature { t: 0.8 })];
+        let mut j = Journal::open(&path, &methods, 2, 8).unwrap();
+        assert!(j.is_empty());
+        j.push("q1", vec!["a".into(), "b".into(), "c".into()])
+            .unwrap();
+        j.push("q2", vec!["d".into(), "e".into(), "f".into()])
+            .unwrap();
+        let j = Journal::open(&path, &methods, 2, 8).unwrap();
+        assert_eq!(j.len(), 2);
+        assert_eq!(j.replies("q2").unwrap(), ["d", "e", "f"]);
+        assert!(j.replies("q3").is_none());
+        let other = [None, Some(Sampler::Temperature { t: 0.9 })];
+        for (ms, samples, max_tokens) in [(&methods, 4, 8), (&methods, 2, 9), (&other, 2, 8)] {
+            assert!(Journal::open(&path, ms, samples, max_tokens)
+                .unwrap()
+                .is_empty());
+            // Back to the first run: its file was set aside, so it starts afresh too.
+            assert!(Journal::open(&path, &methods, 2, 8).unwrap().is_empty());
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

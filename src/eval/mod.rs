@@ -10,6 +10,7 @@ mod error;
 pub mod frontier;
 pub mod generate;
 pub mod guardrail;
+mod journal;
 pub mod kl;
 pub mod metrics;
 pub mod perf;

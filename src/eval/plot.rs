@@ -507,7 +507,18 @@ pub fn frontier_level(level: &super::frontier::Level, shipped: &str) -> String {
         return s + "</svg>\n";
     }
     let x_of = |t: f64| t.max(TAIL_FLOOR).log10();
-    let (x0, x1) = matched
+    let own: Vec<_> = Family::ALL
+        .into_iter()
+        .map(|f| level.family_frontier(f))
+        .collect();
+    // The range is the frontiers': settings far below them (the search's worst) would
+    // squeeze every frontier into a band; they are counted instead of drawn.
+    let y = padded_span(own.iter().flatten().map(|p| p.stats.base_logprob));
+    let (drawn, below): (Vec<&super::frontier::Screened>, Vec<_>) = matched
+        .iter()
+        .copied()
+        .partition(|p| p.stats.base_logprob >= y.0);
+    let (x0, x1) = drawn
         .iter()
         .map(|p| x_of(p.stats.tail_mass))
         .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| {
@@ -515,10 +526,10 @@ pub fn frontier_level(level: &super::frontier::Level, shipped: &str) -> String {
         });
     let sc = Scatter {
         x: (x0.floor() - 0.25, x1.ceil().max(x0.floor() + 1.0) + 0.25),
-        y: padded_span(matched.iter().map(|p| p.stats.base_logprob)),
+        y,
         frame: Frame {
             l: 60.0,
-            r: w - 150.0,
+            r: w - 210.0,
             t: 40.0,
             b: h - 50.0,
         },
@@ -554,19 +565,30 @@ pub fn frontier_level(level: &super::frontier::Level, shipped: &str) -> String {
             b + 16.0
         );
     }
+    if !below.is_empty() {
+        let _ = write!(
+            s,
+            r##"<text x="{:.1}" y="{:.1}" fill="#888">{} settings below the frontiers' range, not drawn</text>"##,
+            l + 6.0,
+            b - 6.0,
+            below.len()
+        );
+    }
     let at = |p: &super::frontier::Screened| {
         (sc.px(x_of(p.stats.tail_mass)), sc.py(p.stats.base_logprob))
     };
-    for (k, f) in Family::ALL.into_iter().enumerate() {
+    // Label positions taken, so that a knob is written only where no other is (ties
+    // and near-ties crowd one end of a frontier).
+    let mut labels: Vec<(f64, f64)> = vec![];
+    for (k, (f, own)) in Family::ALL.into_iter().zip(own).enumerate() {
         let c = f.color();
-        for p in matched.iter().filter(|p| p.family == f) {
+        for p in drawn.iter().filter(|p| p.family == f) {
             let (x, y) = at(p);
             let _ = write!(
                 s,
                 r#"<circle cx="{x:.1}" cy="{y:.1}" r="2" fill="{c}" fill-opacity="0.3"/>"#
             );
         }
-        let own = level.family_frontier(f);
         if own.len() > 1 {
             let line: Vec<String> = own
                 .iter()
@@ -583,10 +605,18 @@ pub fn frontier_level(level: &super::frontier::Level, shipped: &str) -> String {
         }
         for p in &own {
             let (x, y) = at(p);
+            let _ = write!(s, r#"<circle cx="{x:.1}" cy="{y:.1}" r="3.5" fill="{c}"/>"#);
+            if labels
+                .iter()
+                .any(|&(lx, ly)| (lx - x).abs() < 70.0 && (ly - y).abs() < 9.0)
+            {
+                continue;
+            }
+            labels.push((x, y));
             let label: &str = if p.knob.is_empty() { f.name() } else { &p.knob };
             let _ = write!(
                 s,
-                r#"<circle cx="{x:.1}" cy="{y:.1}" r="3.5" fill="{c}"/><text x="{:.1}" y="{:.1}" fill="{c}" font-size="8">{}</text>"#,
+                r#"<text x="{:.1}" y="{:.1}" fill="{c}" font-size="8">{}</text>"#,
                 x + 5.0,
                 y - 4.0,
                 escape(label)
@@ -653,6 +683,10 @@ mod tests {
                 point(Family::MinP, "0.1", 0.02, -2.6),
                 point(Family::Hlg, "a & b", 1e-3, -1.9),
                 point(Family::Hlg, "c", 1e-2, -2.2),
+                // On HLG's frontier beside "a & b": drawn, its label left out.
+                point(Family::Hlg, "near", 1.02e-3, -1.89),
+                // Far below every frontier: counted, not drawn (nor does it widen x).
+                point(Family::Hlg, "far", 0.9, -9.0),
                 Screened {
                     matched: false,
                     ..point(Family::Hlg, "unmatched", 0.5, -9.0)
@@ -661,26 +695,40 @@ mod tests {
         };
         let svg = frontier_level(&level, "a & b");
         assert!(svg.starts_with("<svg") && svg.ends_with("</svg>\n"));
-        assert!(svg.contains("(6 of 7 settings matched)"), "{svg}");
+        assert!(svg.contains("(8 of 9 settings matched)"), "{svg}");
+        assert!(svg.contains(">1 settings below the frontiers' range, not drawn<"));
         // The axes by hand: x is log10 of the tail (0 on the 1e-6 floor) over
-        // [-6.25, -0.75] into [60, 810]; y the log-prob over [-3.0, -1.9] padded by 15 %
-        // of its width each side into [550, 40].
-        let px = |t: f64| 60.0 + 750.0 * (t.max(1e-6).log10() + 6.25) / 5.5;
-        let (y0, y1) = (-3.0 - 0.165, -1.9 + 0.165);
+        // [-6.25, -0.75] into [60, 750]; y the frontiers' log-prob over [-3.0, -1.89]
+        // padded by 15 % of its width each side into [550, 40].
+        let px = |t: f64| 60.0 + 690.0 * (t.max(1e-6).log10() + 6.25) / 5.5;
+        let (y0, y1) = (-3.0 - 0.1665, -1.89 + 0.1665);
         let py = |v: f64| 550.0 - 510.0 * (v - y0) / (y1 - y0);
         let xy = |t: f64, v: f64| format!("{:.1},{:.1}", px(t), py(v));
         // Min-p's own frontier: 0.05 (no tail) and 0.02; 0.1 is beaten by 0.02.
         let min_p = format!(r#"<polyline points="{} {}""#, xy(0.0, -2.5), xy(0.01, -2.0));
         assert!(svg.contains(&min_p), "{min_p} in {svg}");
         assert!(svg.contains(">0.05<") && svg.contains(">0.02<") && !svg.contains(">0.1<"));
-        // HLG's is one point (no line), labelled and ringed as the shipped knobs.
-        assert_eq!(svg.matches("<polyline").count(), 1);
-        assert!(svg.contains(">a &amp; b<") && !svg.contains(">c<"));
+        // HLG's: "a & b" and "near" (c is beaten), the shipped knobs ringed; "near" is
+        // drawn but not labelled, a label's width from "a & b".
+        let hlg = format!(
+            r#"<polyline points="{} {}""#,
+            xy(1e-3, -1.9),
+            xy(1.02e-3, -1.89)
+        );
+        assert!(svg.contains(&hlg), "{hlg} in {svg}");
+        assert_eq!(svg.matches("<polyline").count(), 2);
+        assert!(svg.contains(">a &amp; b<") && !svg.contains(">c<") && !svg.contains(">near<"));
+        let near = format!(
+            r#"<circle cx="{:.1}" cy="{:.1}" r="3.5""#,
+            px(1.02e-3),
+            py(-1.89)
+        );
+        assert!(svg.contains(&near), "{near} in {svg}");
         let ring = format!(r#"<circle cx="{:.1}" cy="{:.1}" r="7""#, px(1e-3), py(-1.9));
         assert!(svg.contains(&ring), "{ring} in {svg}");
-        // The unmatched setting is not drawn, even faintly: 6 faint dots.
-        assert_eq!(svg.matches(r#"fill-opacity="0.3""#).count(), 6);
-        assert!(!svg.contains("unmatched"));
+        // The unmatched setting is not drawn, nor the far one: 7 faint dots.
+        assert_eq!(svg.matches(r#"fill-opacity="0.3""#).count(), 7);
+        assert!(!svg.contains("unmatched") && !svg.contains(">far<"));
         for tick in ["≤1e-6", "1e-5", "1e-3", "1e-1"] {
             assert!(svg.contains(&format!(">{tick}<")), "tick {tick}");
         }
