@@ -453,6 +453,9 @@ impl PromptMeasures {
 pub struct Paired {
     /// Prompts in both.
     pub prompts: usize,
+    /// Distinct-1 (`serde(default)`: files written before it was measured).
+    #[serde(default)]
+    pub distinct1: Estimate,
     /// Distinct-2.
     pub distinct2: Estimate,
     /// Self-BLEU.
@@ -490,6 +493,10 @@ pub struct Confirmed {
     /// On the online frontier of distinct-2 against the tail-garbage rate / against the
     /// mean base log-probability at this level.
     pub on_frontier: [bool; 2],
+    /// The same with distinct-1 as the diversity measure: at high entropy every method's
+    /// distinct-2 is near 1 over 32-token samples, and distinct-1 still separates them.
+    #[serde(default)]
+    pub on_frontier_distinct1: [bool; 2],
 }
 
 /// Each complete prompt's measures, by prompt index.
@@ -524,6 +531,7 @@ fn paired(a: &[(usize, PromptMeasures)], b: &[(usize, PromptMeasures)]) -> Paire
     };
     Paired {
         prompts: both.len(),
+        distinct1: d(|m| m.distinct[0]),
         distinct2: d(|m| m.distinct[1]),
         self_bleu: d(|m| m.self_bleu),
         tail_rate: d(|m| m.tail_rate),
@@ -571,6 +579,7 @@ pub fn measure(
                 entropy: e(|x| x.entropy),
                 vs_temperature: reference.filter(|&r| r != i).map(|r| paired(p, &pp[r])),
                 on_frontier: [false; 2],
+                on_frontier_distinct1: [false; 2],
             }
         })
         .collect();
@@ -579,27 +588,32 @@ pub fn measure(
 }
 
 /// The online frontiers: a measured method is on one when no other has at least its
-/// distinct-2 and at least its quality (tail-garbage rate or base log-probability), and
-/// more of one.
+/// diversity (distinct-2, and apart distinct-1) and at least its quality (tail-garbage
+/// rate or base log-probability), and more of one.
 fn mark_frontiers(out: &mut [Confirmed]) {
     let quality = |c: &Confirmed, m: Measure| match m {
         Measure::TailMass => -c.tail_rate.mean,
         Measure::BaseLogprob => c.base_logprob.mean,
     };
     for (k, m) in Measure::ALL.into_iter().enumerate() {
-        let flags: Vec<bool> = out
-            .iter()
-            .map(|a| {
-                a.prompts > 0
-                    && !out.iter().any(|b| {
-                        let (d, q) = (b.distinct[1].mean, quality(b, m));
-                        let (da, qa) = (a.distinct[1].mean, quality(a, m));
-                        b.prompts > 0 && d >= da && q >= qa && (d > da || q > qa)
-                    })
-            })
-            .collect();
-        for (c, f) in out.iter_mut().zip(flags) {
-            c.on_frontier[k] = f;
+        for n in [1, 0] {
+            let flags: Vec<bool> = out
+                .iter()
+                .map(|a| {
+                    let (da, qa) = (a.distinct[n].mean, quality(a, m));
+                    a.prompts > 0
+                        && !out.iter().any(|b| {
+                            let (d, q) = (b.distinct[n].mean, quality(b, m));
+                            b.prompts > 0 && d >= da && q >= qa && (d > da || q > qa)
+                        })
+                })
+                .collect();
+            for (c, f) in out.iter_mut().zip(flags) {
+                match n {
+                    1 => c.on_frontier[k] = f,
+                    _ => c.on_frontier_distinct1[k] = f,
+                }
+            }
         }
     }
 }
@@ -851,6 +865,67 @@ mod tests {
         // both frontiers.
         assert_eq!(c[1].on_frontier, [true, true]);
         assert_eq!(c[0].on_frontier, [false, false]);
+        assert_eq!(c[1].on_frontier_distinct1, [true, true]);
+        // Distinct-1: 1/2 for temperature's repeated pairs, 1 for min-p's.
+        assert_eq!(d.distinct1, Estimate { mean: 0.5, se: 0.0 });
+    }
+
+    #[test]
+    fn each_diversity_measure_has_its_frontier() {
+        // At the same quality, "a b c" / "c b a" repeat words but no word pair (distinct-1
+        // 3/6, distinct-2 4/4); "a b c d" / "a b e f" the other way round (6/8, 5/6).
+        let prompts = ["p"];
+        let run = |texts: [&str; 2]| -> Vec<Sample> {
+            (0..2)
+                .map(|k| sample("p", k, texts[k], &[-1.0, -20.0]))
+                .collect()
+        };
+        let pairs = Planned::of(&point(Family::Temperature, "", 0.1, -2.0));
+        let words = Planned::of(&point(Family::MinP, "min_p = 0.1", 0.0, -2.0));
+        let runs = vec![run(["a b c", "c b a"]), run(["a b c d", "a b e f"])];
+        let c = measure(&[pairs, words], &runs, &prompts, 2);
+        assert_eq!((c[0].distinct[0].mean, c[0].distinct[1].mean), (0.5, 1.0));
+        assert_eq!(c[1].distinct[0].mean, 0.75);
+        assert!((c[1].distinct[1].mean - 5.0 / 6.0).abs() < 1e-15);
+        assert_eq!(
+            (c[0].on_frontier, c[1].on_frontier),
+            ([true; 2], [false; 2])
+        );
+        assert_eq!(
+            (c[0].on_frontier_distinct1, c[1].on_frontier_distinct1),
+            ([false; 2], [true; 2])
+        );
+        // The table marks both frontiers, every row as wide as the header; the plot has
+        // a row of panels per diversity measure.
+        let level = Level {
+            level: 1.3,
+            target_entropy: 4.4,
+            methods: c,
+        };
+        let table = crate::eval::report::confirm_table(&Doc {
+            prompts: 1,
+            samples: 2,
+            max_tokens: 32,
+            levels: vec![level.clone()],
+        });
+        let rows: Vec<&str> = table.lines().filter(|l| l.starts_with('|')).collect();
+        assert_eq!(rows.len(), 4, "{table}");
+        for r in &rows {
+            assert_eq!(r.matches('|').count(), rows[0].matches('|').count(), "{r}");
+        }
+        assert!(
+            rows[2].ends_with("| TL / |") && rows[3].ends_with("| / TL |"),
+            "{table}"
+        );
+        // Δ distinct-1 of min-p against temperature: 0.75 − 0.5.
+        assert!(
+            rows[3].contains("| 0.250 ± 0.000 | -0.167 ± 0.000 |"),
+            "{table}"
+        );
+        let svg = crate::eval::plot::confirm(&level);
+        assert_eq!(svg.matches(r##"fill="none" stroke="#bbb""##).count(), 4);
+        assert_eq!(svg.matches(">distinct-2<").count(), 2);
+        assert_eq!(svg.matches(">distinct-1<").count(), 2);
     }
 
     #[test]

@@ -281,45 +281,55 @@ pub fn frontier(doc: &super::diversity::Doc) -> String {
     s + "</svg>\n"
 }
 
-/// One level of the online confirmation: distinct-2 against the tail-garbage rate and
-/// against the mean base log-probability, one line per family through its settings (in
-/// order of the quality measure), each point labelled with its knob and drawn with its
-/// standard errors on both axes.
+/// One online measure of a confirmed method, as a plot's axis.
+type MeasureOf = fn(&super::confirm::Confirmed) -> super::confirm::Estimate;
+
+/// One level of the online confirmation: distinct-2 (top row) and distinct-1 (bottom
+/// row: at high entropy distinct-2 is near 1 for every method) against the tail-garbage
+/// rate and against the mean base log-probability, one line per family through its
+/// settings (in order of the quality measure), each point labelled with its knob and
+/// drawn with its standard errors on both axes.
 pub fn confirm(level: &super::confirm::Level) -> String {
-    use super::confirm::{Confirmed, Estimate};
+    use super::confirm::Confirmed;
     use super::frontier::Family;
-    let (w, h, pad) = (960.0, 440.0, 50.0);
+    let (w, row, pad) = (960.0, 400.0, 50.0);
+    let h = 2.0 * row + 40.0;
     let mut s = format!(
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11"><rect width="100%" height="100%" fill="white"/><text x="10" y="16" font-size="13">online, at matched entropy (plain temperature's at T = {}): diversity against quality, ±1 standard error</text>"#,
         level.level
     );
     let measured: Vec<&Confirmed> = level.methods.iter().filter(|c| c.prompts > 0).collect();
-    type Axis = fn(&Confirmed) -> Estimate;
-    let panels: [(&str, Axis); 2] = [
+    let panels: [(&str, MeasureOf); 2] = [
         ("tail-garbage rate (lower: better)", |c| c.tail_rate),
         ("mean base log-prob (higher: better)", |c| c.base_logprob),
     ];
-    for (k, (xl, fx)) in panels.iter().enumerate() {
-        let frame = Frame::half(k, w, h, pad);
-        let xs = measured.iter().flat_map(|c| {
-            let e = fx(c);
-            [e.mean - e.se, e.mean + e.se]
-        });
-        let ys = measured.iter().flat_map(|c| {
-            let e = c.distinct[1];
-            [e.mean - e.se, e.mean + e.se]
-        });
-        let sc = Scatter {
-            x: padded_span(xs),
-            y: padded_span(ys),
-            frame,
-        };
-        scatter_axes(&mut s, &sc, xl, "distinct-2");
-        for f in Family::ALL {
-            let mut pts: Vec<&&Confirmed> =
-                measured.iter().filter(|c| c.method.family == f).collect();
-            pts.sort_by(|a, b| fx(a).mean.total_cmp(&fx(b).mean));
-            confirm_family(&mut s, &sc, f, &pts, *fx);
+    let rows: [(&str, MeasureOf); 2] = [
+        ("distinct-2", |c| c.distinct[1]),
+        ("distinct-1", |c| c.distinct[0]),
+    ];
+    for (r, (yl, fy)) in rows.iter().enumerate() {
+        for (k, (xl, fx)) in panels.iter().enumerate() {
+            let mut frame = Frame::half(k, w, row, pad);
+            frame.t += r as f64 * row;
+            frame.b += r as f64 * row;
+            let span = |f: &MeasureOf| {
+                padded_span(measured.iter().flat_map(|c| {
+                    let e = f(c);
+                    [e.mean - e.se, e.mean + e.se]
+                }))
+            };
+            let sc = Scatter {
+                x: span(fx),
+                y: span(fy),
+                frame,
+            };
+            scatter_axes(&mut s, &sc, xl, yl);
+            for f in Family::ALL {
+                let mut pts: Vec<&&Confirmed> =
+                    measured.iter().filter(|c| c.method.family == f).collect();
+                pts.sort_by(|a, b| fx(a).mean.total_cmp(&fx(b).mean));
+                confirm_family(&mut s, &sc, f, &pts, (*fx, *fy));
+            }
         }
     }
     s + "</svg>\n"
@@ -331,10 +341,10 @@ fn confirm_family(
     sc: &Scatter,
     f: super::frontier::Family,
     pts: &[&&super::confirm::Confirmed],
-    fx: fn(&super::confirm::Confirmed) -> super::confirm::Estimate,
+    (fx, fy): (MeasureOf, MeasureOf),
 ) {
     let c = f.color();
-    let at = |p: &super::confirm::Confirmed| (sc.px(fx(p).mean), sc.py(p.distinct[1].mean));
+    let at = |p: &super::confirm::Confirmed| (sc.px(fx(p).mean), sc.py(fy(p).mean));
     if pts.len() > 1 {
         let line: Vec<String> = pts
             .iter()
@@ -350,7 +360,7 @@ fn confirm_family(
     }
     for p in pts {
         let (x, y) = at(p);
-        let (ex, ey) = (fx(p), p.distinct[1]);
+        let (ex, ey) = (fx(p), fy(p));
         *s += &format!(
             r#"<line x1="{:.1}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="{c}"/><line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke="{c}"/><circle cx="{x:.1}" cy="{y:.1}" r="3.5" fill="{c}"/>"#,
             sc.px(ex.mean - ex.se),

@@ -401,15 +401,15 @@ fn est(e: &super::confirm::Estimate, d: usize) -> String {
 /// with standard errors over prompts, and its paired difference from plain temperature.
 pub fn confirm_table(doc: &super::confirm::Doc) -> String {
     let mut s = format!(
-        "{} prompts × {} samples × {} tokens per method (prompts with every sample done are measured). Every method at the temperature its offline screening matched to plain temperature's mean entropy at T = level. ± is one standard error over prompts; Δ is the method minus plain temperature, paired prompt by prompt. Frontier: T = on the online frontier of distinct-2 against the tail-garbage rate, L = against the mean base log-prob.\n",
+        "{} prompts × {} samples × {} tokens per method (prompts with every sample done are measured). Every method at the temperature its offline screening matched to plain temperature's mean entropy at T = level. ± is one standard error over prompts; Δ is the method minus plain temperature, paired prompt by prompt. Frontier: T = on the online frontier of distinct-2 against the tail-garbage rate, L = against the mean base log-prob; after the slash, the same with distinct-1 (at high entropy distinct-2 is near 1 for every method).\n",
         doc.prompts, doc.samples, doc.max_tokens
     );
     for l in &doc.levels {
         s += &format!(
-            "\n### Level T = {} ({:.3} nats offline)\n\n| family | setting | T | prompts | entropy online | distinct-1 | distinct-2 | distinct-3 | self-BLEU | tail-garbage rate | mean base log-prob | Δ distinct-2 | Δ tail-garbage | Δ base log-prob | offline tail mass / base log-prob | frontier |\n|{}\n",
+            "\n### Level T = {} ({:.3} nats offline)\n\n| family | setting | T | prompts | entropy online | distinct-1 | distinct-2 | distinct-3 | self-BLEU | tail-garbage rate | mean base log-prob | Δ distinct-1 | Δ distinct-2 | Δ tail-garbage | Δ base log-prob | offline tail mass / base log-prob | frontier (distinct-2 / distinct-1) |\n|{}\n",
             l.level,
             l.target_entropy,
-            " --- |".repeat(16)
+            " --- |".repeat(17)
         );
         for c in &l.methods {
             let m = &c.method;
@@ -419,26 +419,33 @@ pub fn confirm_table(doc: &super::confirm::Doc) -> String {
                     m.family.name(),
                     m.knob,
                     m.sampler.temperature(),
-                    " |".repeat(11)
+                    " |".repeat(12)
                 );
                 continue;
             }
-            let (dd, dt, dl) = match &c.vs_temperature {
+            let (d1, dd, dt, dl) = match &c.vs_temperature {
                 Some(p) => (
+                    est(&p.distinct1, 3),
                     est(&p.distinct2, 3),
                     est(&p.tail_rate, 4),
                     est(&p.base_logprob, 3),
                 ),
                 None => Default::default(),
             };
-            let front: String = ["T", "L"]
-                .iter()
-                .zip(c.on_frontier)
-                .filter(|(_, on)| *on)
-                .map(|(n, _)| *n)
-                .collect();
+            let marks = |on: [bool; 2]| -> String {
+                ["T", "L"]
+                    .iter()
+                    .zip(on)
+                    .filter(|(_, on)| *on)
+                    .map(|(n, _)| *n)
+                    .collect()
+            };
+            let front = match (marks(c.on_frontier), marks(c.on_frontier_distinct1)) {
+                (a, b) if a.is_empty() && b.is_empty() => String::new(),
+                (a, b) => format!("{a} / {b}").trim().to_string(),
+            };
             s += &format!(
-                "| {} | {} | {:.3} | {} | {} | {} | {} | {} | {} | {} | {} | {dd} | {dt} | {dl} | {:.2e} / {:.3} | {front} |\n",
+                "| {} | {} | {:.3} | {} | {} | {} | {} | {} | {} | {} | {} | {d1} | {dd} | {dt} | {dl} | {:.2e} / {:.3} | {front} |\n",
                 m.family.name(),
                 m.knob,
                 m.sampler.temperature(),
