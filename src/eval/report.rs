@@ -172,7 +172,7 @@ pub fn capability_table(
     samples: usize,
 ) -> String {
     let n = results.first().map_or(0, |a| a.items);
-    let mut md = format!("Level T = {level}: every method at its matched temperature (from the screening), plain temperature also at each HLG setting's. {n} items × {samples} samples (greedy: one), {max_tokens} tokens per answer; 95 % intervals over items. Differences are paired item by item.\n\n| method | T | correct | accuracy | 95 % CI | − temperature at the same T | − {} |\n| --- | --- | --- | --- | --- | --- | --- |\n", min_p.map_or("min-p".to_string(), |m| m.name.clone()));
+    let mut md = format!("Level T = {level}: every method at its matched temperature (from the screening), plain temperature also at each HLG setting's. {n} items × {samples} samples (greedy: one), {max_tokens} tokens per answer; 95 % intervals over items. Differences are paired item by item.\n\n| method | T | correct | accuracy | 95 % CI | − temperature at the same T | − {} |\n| --- | --- | --- | --- | --- | --- | --- |\n", min_p.and_then(|m| m.sampler.as_ref()).map_or("min-p".to_string(), |s| format!("{} at T = {:.3}", s.name(), s.temperature())));
     let diff = |a: &Accuracy, b: Option<&Accuracy>| match b {
         Some(b) if !std::ptr::eq(a, b) => {
             let (d, (lo, hi)) = guardrail::paired_difference(a, b);
@@ -541,6 +541,15 @@ mod tests {
         );
         let greedy = md.lines().find(|l| l.starts_with("| greedy ")).unwrap();
         assert!(greedy.ends_with("|  |  |"), "{greedy}");
+        // The min-p column is named by its setting and temperature, rounded.
+        let mut other = results.clone();
+        other[2].sampler = Some(Sampler::MinP {
+            t: 2.092664527893067,
+            min_p: 0.02,
+        });
+        let md = capability_table(1.3, &other, Some(&other[2]), 8, 4);
+        let head = md.lines().find(|l| l.starts_with("| method ")).unwrap();
+        assert!(head.ends_with("| − min_p 0.02 at T = 2.093 |"), "{head}");
     }
 
     fn stats(k: f64) -> Stats {
