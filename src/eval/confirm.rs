@@ -926,6 +926,18 @@ mod tests {
         assert_eq!(svg.matches(r##"fill="none" stroke="#bbb""##).count(), 4);
         assert_eq!(svg.matches(">distinct-2<").count(), 2);
         assert_eq!(svg.matches(">distinct-1<").count(), 2);
+        assert_eq!(svg.matches(">min_p = 0.1<").count(), 4);
+        // Labels at a panel's right end end at their point: min-p moved right of
+        // temperature on both quality axes.
+        let mut shifted = level.clone();
+        shifted.methods[1].tail_rate.mean = 0.9;
+        shifted.methods[1].base_logprob.mean = -1.0;
+        let svg = crate::eval::plot::confirm(&shifted);
+        assert_eq!(svg.matches(r#"text-anchor="end">min_p = 0.1<"#).count(), 4);
+        assert_eq!(
+            svg.matches(r#"text-anchor="start">temperature<"#).count(),
+            4
+        );
     }
 
     #[test]

@@ -373,9 +373,15 @@ fn confirm_family(
         } else {
             p.method.knob.clone()
         };
+        // A label in the panel's right third ends at its point, so that it stays inside
+        // the figure (knobs run to 25 characters).
+        let (lx, anchor) = if x > sc.frame.r - (sc.frame.r - sc.frame.l) / 3.0 {
+            (x - 5.0, "end")
+        } else {
+            (x + 5.0, "start")
+        };
         *s += &format!(
-            r#"<text x="{:.1}" y="{:.1}" fill="{c}" font-size="9">{}</text>"#,
-            x + 5.0,
+            r#"<text x="{lx:.1}" y="{:.1}" fill="{c}" font-size="9" text-anchor="{anchor}">{}</text>"#,
             y - 5.0,
             escape(&label)
         );
