@@ -254,7 +254,8 @@ impl Store {
             temperature: method.sampler.temperature(),
             max_tokens,
         };
-        let samples = journal::open(&path, &journal::line(&header), |l| header.reads(l))?;
+        let first = serde_json::to_string(&header).expect("a header serialises");
+        let samples = journal::open(&path, &first, |l| header.reads(l))?;
         Ok(Store {
             path,
             header,
@@ -591,31 +592,32 @@ pub fn measure(
 /// diversity (distinct-2, and apart distinct-1) and at least its quality (tail-garbage
 /// rate or base log-probability), and more of one.
 fn mark_frontiers(out: &mut [Confirmed]) {
-    let quality = |c: &Confirmed, m: Measure| match m {
+    for (k, m) in Measure::ALL.into_iter().enumerate() {
+        let by_distinct2 = frontier_flags(out, |c| c.distinct[1].mean, m);
+        let by_distinct1 = frontier_flags(out, |c| c.distinct[0].mean, m);
+        for ((c, d2), d1) in out.iter_mut().zip(by_distinct2).zip(by_distinct1) {
+            c.on_frontier[k] = d2;
+            c.on_frontier_distinct1[k] = d1;
+        }
+    }
+}
+
+/// Which measured methods no other beats on `diversity` and on quality `m`.
+fn frontier_flags(out: &[Confirmed], diversity: fn(&Confirmed) -> f64, m: Measure) -> Vec<bool> {
+    let quality = |c: &Confirmed| match m {
         Measure::TailMass => -c.tail_rate.mean,
         Measure::BaseLogprob => c.base_logprob.mean,
     };
-    for (k, m) in Measure::ALL.into_iter().enumerate() {
-        for n in [1, 0] {
-            let flags: Vec<bool> = out
-                .iter()
-                .map(|a| {
-                    let (da, qa) = (a.distinct[n].mean, quality(a, m));
-                    a.prompts > 0
-                        && !out.iter().any(|b| {
-                            let (d, q) = (b.distinct[n].mean, quality(b, m));
-                            b.prompts > 0 && d >= da && q >= qa && (d > da || q > qa)
-                        })
+    out.iter()
+        .map(|a| {
+            let (da, qa) = (diversity(a), quality(a));
+            a.prompts > 0
+                && !out.iter().any(|b| {
+                    let (d, q) = (diversity(b), quality(b));
+                    b.prompts > 0 && d >= da && q >= qa && (d > da || q > qa)
                 })
-                .collect();
-            for (c, f) in out.iter_mut().zip(flags) {
-                match n {
-                    1 => c.on_frontier[k] = f,
-                    _ => c.on_frontier_distinct1[k] = f,
-                }
-            }
-        }
-    }
+        })
+        .collect()
 }
 
 /// Every level measured so far (`confirm.json`).

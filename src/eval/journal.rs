@@ -12,7 +12,7 @@ use serde::Serialize;
 use super::EvalError;
 
 /// One JSON line (the records here always serialise: plain fields, no maps with other keys).
-pub(crate) fn line<T: Serialize>(v: &T) -> String {
+fn line<T: Serialize>(v: &T) -> String {
     serde_json::to_string(v).expect("a record serialises") + "\n"
 }
 
@@ -35,7 +35,7 @@ pub(crate) fn parse<R: DeserializeOwned>(
 
 /// The records of the file at `path`, made ready for [`append`]: a file whose header
 /// `header_ok` refuses (another run's) is moved aside (`.stale`) and a new one started
-/// with `header`; a torn last line (a run stopped while writing) or an unreadable tail
+/// with `header` (one line, without its newline); a torn last line (a run stopped while writing) or an unreadable tail
 /// is dropped, the file rewritten with what was read.
 pub(crate) fn open<R: Serialize + DeserializeOwned>(
     path: &Path,
@@ -59,7 +59,7 @@ pub(crate) fn open<R: Serialize + DeserializeOwned>(
         }
     }
     if !intact {
-        let mut text = header.trim_end().to_string() + "\n";
+        let mut text = format!("{header}\n");
         for r in &records {
             text += &line(r);
         }

@@ -307,17 +307,18 @@ pub fn confirm(level: &super::confirm::Level) -> String {
         ("distinct-2", |c| c.distinct[1]),
         ("distinct-1", |c| c.distinct[0]),
     ];
+    // An axis spans every measured point with its error bar.
+    let span = |f: &MeasureOf| {
+        padded_span(measured.iter().flat_map(|c| {
+            let e = f(c);
+            [e.mean - e.se, e.mean + e.se]
+        }))
+    };
     for (r, (yl, fy)) in rows.iter().enumerate() {
         for (k, (xl, fx)) in panels.iter().enumerate() {
             let mut frame = Frame::half(k, w, row, pad);
             frame.t += r as f64 * row;
             frame.b += r as f64 * row;
-            let span = |f: &MeasureOf| {
-                padded_span(measured.iter().flat_map(|c| {
-                    let e = f(c);
-                    [e.mean - e.se, e.mean + e.se]
-                }))
-            };
             let sc = Scatter {
                 x: span(fx),
                 y: span(fy),
