@@ -286,7 +286,8 @@ pub enum Armed {
     NotApplicable,
 }
 
-/// The temperature mistral.rs 0.8.1 samples at when a request names none.
+/// The temperature mistral.rs samples at when neither the request nor (on 0.9) the
+/// model's generation defaults name one.
 ///
 /// ```
 /// use mistralrs_core::{NormalRequest, Request, RequestMessage, SamplingParams};
@@ -304,6 +305,13 @@ pub const HOST_DEFAULT_TEMPERATURE: f64 = 1.0;
 
 /// Installs the HLG processor on a request and turns off top-k / top-p / min-p, unless
 /// it is greedy (temperature 0, or below the host's 1e-7 cut-off).
+///
+/// The three are set to explicit off values ([`TOP_K_OFF`], [`TOP_P_OFF`],
+/// [`MIN_P_OFF`]), so that a model's generation defaults cannot bring them back:
+/// mistral.rs 0.9 fills the fields a request left unset from the model's
+/// `generation_config.json`, and `do_sample: false` there means top-k 1. An armed request
+/// therefore samples whatever the model's defaults say; a request without a temperature
+/// still takes the model's default temperature (0.9) or 1.0 (0.8.1) as its mid gain.
 ///
 /// ```
 /// use mistralrs_core::{NormalRequest, Request, RequestMessage, SamplingParams};
@@ -334,7 +342,9 @@ pub fn arm_request(request: &mut Request, curve: &HlgCurve) -> Armed {
 /// let armed = arm_request_with(&mut req, &HlgCurve::default(), Backend::Kernel);
 /// assert_eq!(armed, Armed::Installed { dropped: vec!["top_k", "min_p"] });
 /// let Request::Normal(n) = &req else { unreachable!() };
-/// assert_eq!((n.sampling_params.top_k, n.sampling_params.min_p), (None, None));
+/// // Explicit "off" values, which no model default replaces (mistral.rs 0.9 fills `None`s).
+/// let p = &n.sampling_params;
+/// assert_eq!((p.top_k, p.top_p, p.min_p), (Some(0), Some(1.0), Some(0.0)));
 /// assert_eq!(n.logits_processors.as_ref().map(Vec::len), Some(1));
 /// ```
 pub fn arm_request_with(request: &mut Request, curve: &HlgCurve, backend: Backend) -> Armed {
@@ -350,14 +360,25 @@ fn arm_normal(req: &mut NormalRequest, curve: &HlgCurve, backend: Backend) -> Ar
     if t < 1e-7 {
         return Armed::Greedy;
     }
+    // Explicit "off" values, not `None`: mistral.rs 0.9 fills every field a request left
+    // `None` from the model's generation_config.json when the request reaches the engine
+    // (`fill_model_defaults`), which would bring a model's top-k / top-p / min-p (or
+    // `do_sample: false`'s top-k 1) back under HLG. Both hosts treat k = 0, p = 1 and
+    // min-p = 0 exactly as they treat `None` (every check is `k > 0`, `0 < p < 1`).
+    // The temperature is left as it is: `None` keeps the host's meaning (0.8.1: 1.0;
+    // 0.9: the model's default temperature, else 1.0), the mid gain.
     let mut dropped = Vec::new();
-    if params.top_k.take().is_some_and(|k| k > 0) {
+    if params.top_k.replace(TOP_K_OFF).is_some_and(|k| k > 0) {
         dropped.push("top_k");
     }
-    if params.top_p.take().is_some_and(|p| p > 0.0 && p < 1.0) {
+    if params
+        .top_p
+        .replace(TOP_P_OFF)
+        .is_some_and(|p| p > 0.0 && p < 1.0)
+    {
         dropped.push("top_p");
     }
-    if params.min_p.take().is_some_and(|p| p > 0.0) {
+    if params.min_p.replace(MIN_P_OFF).is_some_and(|p| p > 0.0) {
         dropped.push("min_p");
     }
     if !dropped.is_empty() {
@@ -373,6 +394,26 @@ fn arm_normal(req: &mut NormalRequest, curve: &HlgCurve, backend: Backend) -> Ar
         .push(Arc::new(HlgProcessor::with_backend(*curve, backend)));
     Armed::Installed { dropped }
 }
+
+/// The value of `top_k` an armed request carries: all tokens (both hosts read `k > 0` as
+/// a cut), set explicitly so that no model default fills it in.
+///
+/// ```
+/// assert_eq!(mistralrs_hlg::processor::TOP_K_OFF, 0);
+/// ```
+pub const TOP_K_OFF: usize = 0;
+/// The value of `top_p` an armed request carries: no nucleus cut.
+///
+/// ```
+/// assert_eq!(mistralrs_hlg::processor::TOP_P_OFF, 1.0);
+/// ```
+pub const TOP_P_OFF: f64 = 1.0;
+/// The value of `min_p` an armed request carries: no min-p cut.
+///
+/// ```
+/// assert_eq!(mistralrs_hlg::processor::MIN_P_OFF, 0.0);
+/// ```
+pub const MIN_P_OFF: f64 = 0.0;
 
 /// HLG for mistral.rs's Rust API: one call on a [`mistralrs::RequestBuilder`].
 ///
@@ -400,9 +441,9 @@ impl HlgRequestExt for mistralrs::RequestBuilder {
         }
         // The builder starts from a deterministic sampler (top-k 1): these values are the
         // host's "off" for each (k = 0 → all tokens, p = 1 → no nucleus, min-p 0).
-        b.set_sampler_topk(0)
-            .set_sampler_topp(1.0)
-            .set_sampler_minp(0.0)
+        b.set_sampler_topk(TOP_K_OFF)
+            .set_sampler_topp(TOP_P_OFF)
+            .set_sampler_minp(MIN_P_OFF)
             .add_logits_processor(Arc::new(HlgProcessor::new(curve)))
     }
 }

@@ -12,21 +12,20 @@ pub async fn run(args: ServeOptions) -> anyhow::Result<()> {
     let opts = args.over(&file);
     opts.check()?;
     let source = match &opts.model {
-        Some(m) => ModelSource::resolve(m, opts.gguf_file.as_deref())?,
+        Some(m) => {
+            ModelSource::resolve_format(m, opts.gguf_file.as_deref(), opts.format.as_deref())?
+        }
         None => {
             let path = mistralrs_hlg::model::ensure_default_model()?;
             ModelSource::resolve(&path.to_string_lossy(), None)?
         }
     };
-    tracing::info!(
-        ?source,
-        format = opts.format.as_deref().unwrap_or("gguf"),
-        "starting"
-    );
+    tracing::info!(?source, "starting");
     let engine = server::load::EngineOptions {
         cpu: opts.cpu,
         seed: opts.seed,
         prefix_cache_n: opts.prefix_cache_n,
+        isq: opts.isq.clone(),
     };
     let mistralrs = server::load::load_with(&source, &engine).await?;
     let router = opts.hlg.router_for(mistralrs, source.hints()).await?;

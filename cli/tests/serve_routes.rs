@@ -34,6 +34,11 @@ impl Drop for Server {
 
 impl Server {
     fn start() -> Server {
+        Server::start_with(&[])
+    }
+
+    /// `serve` with these arguments beside the address.
+    fn start_with(args: &[&str]) -> Server {
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -46,6 +51,7 @@ impl Server {
         let out = std::fs::File::create(&log).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_mistralrs-hlg"))
             .args(["serve", "--host", "127.0.0.1", "--port", &port.to_string()])
+            .args(args)
             .stdin(Stdio::null())
             .stdout(out.try_clone().unwrap())
             .stderr(out)
@@ -266,4 +272,27 @@ fn serve_honours_hlg_on_every_generation_route() {
         status, 200,
         "the server still serves after the bad requests"
     );
+}
+
+/// `serve -m DIR` on a model in Hugging Face's layout (a tiny random-weight Llama the test
+/// writes), with upstream's `--isq`: served under the directory's name, and `hlg` taken.
+#[test]
+fn serve_loads_a_hugging_face_directory_with_isq() {
+    let dir = std::env::temp_dir().join(format!("hlg-serve-plain-{}", std::process::id()));
+    mistralrs_hlg_integration_tests::tiny::write_plain_llama(&dir, 32_000).unwrap();
+    let s = Server::start_with(&["-m", dir.to_str().unwrap(), "--isq", "q8_0"]);
+    let (status, models) = s.request("GET", "/v1/models", None).unwrap();
+    let name = dir.file_name().unwrap().to_str().unwrap();
+    assert!(status == 200 && models.contains(name), "{status} {models}");
+    assert!(
+        s.log_text().contains("q8_0") || s.log_text().to_lowercase().contains("isq"),
+        "{}",
+        s.log_text()
+    );
+    for r in &routes()[..2] {
+        let greedy = ok_text(&s, r, 0.0, &Value::Null);
+        assert_eq!(ok_text(&s, r, 1.0, &cliff()), greedy, "{}", r.path);
+    }
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,6 +1,8 @@
 //! Helpers for the end-to-end tests: a fresh engine on the embedded model, the plugin's
 //! router and upstream's, and requests through a router without a socket.
 
+pub mod tiny;
+
 use std::sync::OnceLock;
 
 use axum::body::Body;

@@ -1,5 +1,5 @@
 //! Performance A/B: end-to-end decode speed and time to first token with HLG on, off, and
-//! the host's own top-p, on the same prompts, the methods alternated within each round so
+//! the host's own top-p and min-p, on the same prompts, the methods alternated within each round so
 //! that drifts of a shared machine fall on all of them alike.
 
 use std::time::Instant;
@@ -21,11 +21,13 @@ pub enum Arm {
     Hlg,
     /// The host's top-p 0.9.
     TopP,
+    /// The host's min-p 0.05.
+    MinP,
 }
 
 impl Arm {
     /// Every arm.
-    pub const ALL: [Arm; 3] = [Arm::Off, Arm::Hlg, Arm::TopP];
+    pub const ALL: [Arm; 4] = [Arm::Off, Arm::Hlg, Arm::TopP, Arm::MinP];
 }
 
 /// One request's timings.
@@ -125,6 +127,11 @@ fn request(arm: Arm, prompt: &str, curve: HlgCurve, t: f64, max_tokens: usize) -
             .set_sampler_topk(0)
             .set_sampler_topp(0.9)
             .set_sampler_minp(0.0),
+        Arm::MinP => base
+            .set_sampler_temperature(t)
+            .set_sampler_topk(0)
+            .set_sampler_topp(1.0)
+            .set_sampler_minp(0.05),
     }
 }
 

@@ -637,6 +637,53 @@ pub fn gguf_eos(path: &std::path::Path) -> Vec<u32> {
         .collect()
 }
 
+/// A GGUF file's `general.architecture`, `None` when the file cannot be read.
+///
+/// ```
+/// use mistralrs_hlg::server::engine::gguf_architecture;
+/// assert_eq!(gguf_architecture(std::path::Path::new("/no/such/model.gguf")), None);
+/// ```
+pub fn gguf_architecture(path: &std::path::Path) -> Option<String> {
+    use candle_core::quantized::gguf_file::Content;
+    let mut f = std::fs::File::open(path).ok()?;
+    let content = Content::read(&mut f).ok()?;
+    let arch = content.metadata.get("general.architecture")?;
+    arch.to_string().ok().cloned()
+}
+
+/// The end-of-sequence token ids a Hugging Face model directory declares
+/// (`eos_token_id`, a number or a list, in `generation_config.json`, else `config.json`);
+/// empty when neither has one.
+///
+/// ```
+/// use mistralrs_hlg::server::engine::plain_eos;
+/// let dir = std::env::temp_dir().join(format!("hlg-doc-eos-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir).unwrap();
+/// std::fs::write(dir.join("config.json"), r#"{"eos_token_id": 2}"#).unwrap();
+/// assert_eq!(plain_eos(&dir), vec![2]);
+/// std::fs::write(dir.join("generation_config.json"), r#"{"eos_token_id": [2, 7]}"#).unwrap();
+/// assert_eq!(plain_eos(&dir), vec![2, 7]);
+/// # std::fs::remove_dir_all(&dir).unwrap();
+/// ```
+pub fn plain_eos(dir: &std::path::Path) -> Vec<u32> {
+    let ids = |file: &str| -> Option<Vec<u32>> {
+        let text = std::fs::read_to_string(dir.join(file)).ok()?;
+        let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+        match &v["eos_token_id"] {
+            serde_json::Value::Number(n) => n.as_u64().map(|n| vec![n as u32]),
+            serde_json::Value::Array(a) => Some(
+                a.iter()
+                    .filter_map(|x| x.as_u64().map(|n| n as u32))
+                    .collect(),
+            ),
+            _ => None,
+        }
+    };
+    ids("generation_config.json")
+        .or_else(|| ids("config.json"))
+        .unwrap_or_default()
+}
+
 /// `resp` with `admission` held by its body: finished when the body has been read to its
 /// end, cancelled when the body is dropped before (the client went away). Error events
 /// of a stream come out in OpenAI's shape ([`crate::server::security`]).

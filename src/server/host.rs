@@ -51,6 +51,31 @@ pub(crate) fn gguf(quantized_model_id: String, quantized_filename: String) -> Mo
     }
 }
 
+/// The selection of a model in Hugging Face's layout (upstream's `run`: the architecture
+/// detected from `config.json`), every other option as upstream's CLI defaults it.
+pub(crate) fn plain(model_id: String) -> ModelSelected {
+    use mistralrs_core::{AutoDeviceMapParams, ModelDType};
+    ModelSelected::Run {
+        model_id,
+        tokenizer_json: None,
+        dtype: ModelDType::Auto,
+        topology: None,
+        organization: None,
+        write_uqff: None,
+        from_uqff: None,
+        imatrix: None,
+        calibration_file: None,
+        max_edge: None,
+        max_seq_len: AutoDeviceMapParams::DEFAULT_MAX_SEQ_LEN,
+        max_batch_size: AutoDeviceMapParams::DEFAULT_MAX_BATCH_SIZE,
+        max_num_images: None,
+        max_image_length: None,
+        hf_cache_path: None,
+        matformer_config_path: None,
+        matformer_slice_name: None,
+    }
+}
+
 /// Where a chat request came in: the chat route, or the Responses route run as a chat.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Surface {

@@ -32,11 +32,20 @@ pub enum ModelSource {
         /// The GGUF file name.
         file: String,
     },
+    /// A model in Hugging Face's layout (`config.json`, safetensors, `tokenizer.json`,
+    /// optionally `tokenizer_config.json` and `generation_config.json`): a local directory,
+    /// or (with `--format plain`) a hub repository id. The architecture comes from
+    /// `config.json`, as upstream's `serve` detects it.
+    Plain {
+        /// The directory, or `owner/name` on the hub.
+        model_id: String,
+    },
 }
 
 impl ModelSource {
-    /// Resolves `--model`: a GGUF file, a directory holding exactly one GGUF file, or
-    /// (with `gguf_file`) a hub repository id.
+    /// Resolves `--model`: a GGUF file, a directory holding exactly one GGUF file, a
+    /// model directory in Hugging Face's layout (one with a `config.json`, when no
+    /// `gguf_file` is named), or (with `gguf_file`) a hub repository id.
     ///
     /// ```
     /// use mistralrs_hlg::server::load::ModelSource;
@@ -50,7 +59,43 @@ impl ModelSource {
     /// # Ok::<(), mistralrs_hlg::server::ServerError>(())
     /// ```
     pub fn resolve(model: &str, gguf_file: Option<&str>) -> Result<Self, ServerError> {
+        Self::resolve_format(model, gguf_file, None)
+    }
+
+    /// [`ModelSource::resolve`] with upstream's `--format`: `gguf`, `plain` (Hugging Face
+    /// layout), or `None` to detect it: a directory with a `config.json` and no
+    /// `--gguf-file` is a plain model, anything else GGUF.
+    ///
+    /// ```
+    /// use mistralrs_hlg::server::load::ModelSource;
+    /// let dir = std::env::temp_dir().join(format!("hlg-doc-plain-{}", std::process::id()));
+    /// std::fs::create_dir_all(&dir).unwrap();
+    /// std::fs::write(dir.join("config.json"), b"{}").unwrap();
+    /// let id = dir.to_str().unwrap();
+    /// assert_eq!(ModelSource::resolve(id, None)?, ModelSource::Plain { model_id: id.into() });
+    /// let hub = ModelSource::resolve_format("owner/model", None, Some("plain"))?;
+    /// assert_eq!(hub, ModelSource::Plain { model_id: "owner/model".into() });
+    /// let e = ModelSource::resolve_format(id, None, Some("gguf")).unwrap_err();
+    /// assert!(e.to_string().contains("no .gguf file"));
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok::<(), mistralrs_hlg::server::ServerError>(())
+    /// ```
+    pub fn resolve_format(
+        model: &str,
+        gguf_file: Option<&str>,
+        format: Option<&str>,
+    ) -> Result<Self, ServerError> {
         let path = Path::new(model);
+        let plain = match format {
+            Some("plain") => true,
+            Some(_) => false,
+            None => gguf_file.is_none() && path.join("config.json").is_file(),
+        };
+        if plain {
+            return Ok(ModelSource::Plain {
+                model_id: model.to_string(),
+            });
+        }
         if path.is_file() {
             let dir = path
                 .parent()
@@ -101,16 +146,21 @@ impl ModelSource {
     /// assert_eq!(local.hints().name.as_deref(), Some("smollm2"));
     /// ```
     pub fn hints(&self) -> super::ModelHints {
-        let file = match self {
-            ModelSource::Local { file, .. } | ModelSource::Hub { file, .. } => file,
-        };
-        let eos = match self {
-            ModelSource::Local { dir, file } => super::engine::gguf_eos(&dir.join(file)),
-            ModelSource::Hub { .. } => vec![],
+        let (eos, name) = match self {
+            ModelSource::Local { dir, file } => (super::engine::gguf_eos(&dir.join(file)), file),
+            ModelSource::Hub { file, .. } => (vec![], file),
+            ModelSource::Plain { model_id } => {
+                let eos = super::engine::plain_eos(Path::new(model_id));
+                let name = model_id.trim_end_matches('/').rsplit('/').next();
+                return super::ModelHints {
+                    eos,
+                    name: name.filter(|n| !n.is_empty()).map(str::to_string),
+                };
+            }
         };
         super::ModelHints {
             eos,
-            name: Some(file.strip_suffix(".gguf").unwrap_or(file).to_string()),
+            name: Some(name.strip_suffix(".gguf").unwrap_or(name).to_string()),
         }
     }
 }
@@ -166,6 +216,9 @@ pub struct EngineOptions {
     /// an accelerator: on the CPU every finished request's KV cache stays, and memory grows
     /// with every request (docs/NOTES.md, "The prefix cache on the CPU").
     pub prefix_cache_n: Option<usize>,
+    /// In-situ quantization of a plain model's weights at load (upstream's `--isq`:
+    /// `q4k`, `q8_0`, `8`, …), parsed by the host.
+    pub isq: Option<String>,
 }
 
 /// Upstream's number of prefix caches kept on an accelerator.
@@ -254,16 +307,24 @@ pub async fn load_with(
         }
         other => other,
     };
+    cpu_can_run(source, on_cpu)?;
     let prefix_cache_n = options.prefix_cache();
     tracing::info!(on_cpu, prefix_cache_n, "engine options");
-    let (id, file) = match source {
-        ModelSource::Local { dir, file } => (dir.to_string_lossy().into_owned(), file.clone()),
-        ModelSource::Hub { repo, file } => (repo.clone(), file.clone()),
+    let (selected, local) = match source {
+        ModelSource::Local { dir, file } => (
+            super::host::gguf(dir.to_string_lossy().into_owned(), file.clone()),
+            true,
+        ),
+        ModelSource::Hub { repo, file } => (super::host::gguf(repo.clone(), file.clone()), false),
+        ModelSource::Plain { model_id } => (
+            super::host::plain(model_id.clone()),
+            Path::new(model_id).is_dir(),
+        ),
     };
-    let selected = super::host::gguf(id, file);
-    let token = match source {
-        ModelSource::Local { .. } => TokenSource::None,
-        ModelSource::Hub { .. } => TokenSource::CacheToken,
+    let token = if local {
+        TokenSource::None
+    } else {
+        TokenSource::CacheToken
     };
     MistralRsForServerBuilder::new()
         .with_model(selected)
@@ -271,9 +332,33 @@ pub async fn load_with(
         .with_cpu(options.cpu)
         .with_seed_optional(seed)
         .with_prefix_cache_n(prefix_cache_n)
+        .with_in_situ_quant_optional(options.isq.clone())
         .build()
         .await
         .map_err(ServerError::upstream("loading the model"))
+}
+
+/// Refuses, before loading, a model the host cannot run on the CPU: mistral.rs 0.8.1's
+/// Qwen3-MoE GGUF model runs its experts through candle's `indexed_moe_forward`, which
+/// has a CUDA kernel only; on the CPU the first forward pass panics in the engine's
+/// thread and every request fails.
+fn cpu_can_run(source: &ModelSource, on_cpu: bool) -> Result<(), ServerError> {
+    let ModelSource::Local { dir, file } = source else {
+        return Ok(());
+    };
+    let path = dir.join(file);
+    if on_cpu
+        && !cfg!(mistralrs_host = "0.9")
+        && super::engine::gguf_architecture(&path).as_deref() == Some("qwen3moe")
+    {
+        return Err(ServerError::Model {
+            path,
+            problem: "a Qwen3-MoE GGUF model runs only on CUDA with mistral.rs 0.8.1 (candle's \
+                      quantized mixture-of-experts kernel has no CPU version)"
+                .into(),
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -38,6 +38,7 @@ use crate::HlgError;
 mod choices;
 pub mod engine;
 mod error;
+pub mod grammar;
 mod host;
 pub mod load;
 mod messages;
@@ -157,6 +158,9 @@ struct AppState {
     gate: Gate,
     /// Upstream's routes (gated), for the calls this crate hands back to them.
     upstream: Router,
+    /// The tokens that end a constrained request whose grammar is done (0.8.1; see
+    /// [`grammar`]).
+    grammar_stops: Vec<(u32, String)>,
 }
 
 /// The whole router: HLG on the two generation routes, `GET /v1/hlg`, and upstream's
@@ -275,7 +279,14 @@ pub(crate) async fn router_over(
         .await
         .map_err(ServerError::upstream("building upstream's router"))?;
     let upstream = engine::gated_upstream(upstream, gate.clone());
+    // mistral.rs 0.9 ends a finished grammar itself.
+    let grammar_stops = if cfg!(mistralrs_host = "0.9") {
+        vec![]
+    } else {
+        grammar::llguidance_eos(&mistralrs).await
+    };
     let state = Arc::new(AppState {
+        grammar_stops,
         mistralrs,
         defaults,
         choices,
@@ -593,6 +604,7 @@ async fn admit(
     if let Some(c) = curve {
         arm_request_with(request, &c, s.backend);
     }
+    grammar::stop_when_done(request, &s.grammar_stops);
     if let mistralrs_core::Request::Normal(normal) = request {
         normal
             .logits_processors

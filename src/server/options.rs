@@ -318,8 +318,9 @@ pub struct HlgServerOptions {
 #[derive(Args, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "kebab-case")]
 pub struct ServeOptions {
-    /// A GGUF file, a directory holding one, or a hub repository id (with
-    /// --quantized-file). Upstream's name; `--model` is the same.
+    /// A GGUF file, a directory holding one, a model directory in Hugging Face's layout
+    /// (`config.json`, safetensors, `tokenizer.json`), or a hub repository id (with
+    /// --quantized-file, or --format plain). Upstream's name; `--model` is the same.
     #[arg(short = 'm', long = "model-id", alias = "model")]
     #[serde(default, rename = "model-id", alias = "model")]
     pub model: Option<String>,
@@ -327,10 +328,16 @@ pub struct ServeOptions {
     #[arg(short = 'f', long = "quantized-file", alias = "gguf-file")]
     #[serde(default, rename = "quantized-file", alias = "gguf-file")]
     pub gguf_file: Option<String>,
-    /// The model's format, as upstream's `--format`: this server serves GGUF files only.
-    #[arg(long, value_parser = ["gguf"])]
+    /// The model's format, as upstream's `--format`: `plain` (Hugging Face layout) or
+    /// `gguf`. Detected when not given: a directory with a `config.json` is plain.
+    #[arg(long, value_parser = ["plain", "gguf"])]
     #[serde(default)]
     pub format: Option<String>,
+    /// Quantize a plain model's weights in place at load (upstream's `--isq`: `q4k`,
+    /// `q8_0`, `8`, …; the host parses the level).
+    #[arg(long)]
+    #[serde(default)]
+    pub isq: Option<String>,
     /// Address to bind [default: 127.0.0.1].
     #[arg(long)]
     #[serde(default)]
@@ -484,6 +491,7 @@ impl ServeOptions {
             model: self.model.clone().or_else(|| base.model.clone()),
             gguf_file: self.gguf_file.clone().or_else(|| base.gguf_file.clone()),
             format: self.format.clone().or_else(|| base.format.clone()),
+            isq: self.isq.clone().or_else(|| base.isq.clone()),
             host: self.host.clone().or_else(|| base.host.clone()),
             port: self.port.or(base.port),
             seed: self.seed.or(base.seed),

@@ -1,0 +1,232 @@
+//! Every GGUF architecture the host loads, through the real engine, on tiny random-weight
+//! models the test writes itself (`tiny`): Llama, Mistral3, Phi2, Phi3, Qwen2, Qwen3,
+//! Qwen3-MoE and Starcoder2, at vocabularies from 32,000 to 262,144 tokens.
+//!
+//! For each model: the disabled path is the engine's own output (snapshotted per
+//! architecture and host), the identity curve is plain temperature token for token, HLG
+//! changes the sampled output reproducibly, greedy output is untouched, the start-up probe
+//! decides batching as the host's batched rows require, `n > 1` follows the server's
+//! rules, and a grammar that is done ends the sequence. Every comparison starts from a fresh engine (its sampling RNG starts from one
+//! seed) and runs its requests one after another.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use mistralrs_hlg::server::load::{load, ModelSource};
+use mistralrs_hlg::server::{Choices, HlgServerOptions};
+use mistralrs_hlg::HlgConfig;
+use mistralrs_hlg_integration_tests::tiny::{write_gguf, Arch};
+use mistralrs_hlg_integration_tests::{
+    batched_rows, chat, on_host, plugin, post_ok, run_prompts, texts, upstream, BatchedRows,
+    PROMPTS,
+};
+use mistralrs_server_core::types::SharedMistralRsState;
+use serde_json::{json, Value};
+
+const MAX_TOKENS: u32 = 12;
+const T: f64 = 0.8;
+
+/// The model file for `arch` at `vocab` tokens, written once per test process.
+fn model(arch: Arch, vocab: usize) -> ModelSource {
+    let dir: PathBuf = std::env::temp_dir().join(format!(
+        "hlg-tiny-{}-{}-{vocab}",
+        std::process::id(),
+        arch.name()
+    ));
+    let path = if dir.exists() {
+        dir.join(format!("tiny-{}-{vocab}.gguf", arch.name()))
+    } else {
+        write_gguf(&dir, arch, vocab).expect("writing the tiny model")
+    };
+    ModelSource::resolve(path.to_str().unwrap(), None).unwrap()
+}
+
+async fn engine(source: &ModelSource) -> SharedMistralRsState {
+    load(source, true).await.expect("loading the tiny model")
+}
+
+fn with(t: f64, extra: Value) -> Value {
+    let mut v = json!({"temperature": t});
+    for (k, x) in extra.as_object().unwrap() {
+        v[k] = x.clone();
+    }
+    v
+}
+
+/// Greedy, then T = 0.8, over the prompt set.
+async fn sweep(router: &axum::Router, extra: Value) -> [Vec<String>; 2] {
+    [
+        run_prompts(router, MAX_TOKENS, &with(0.0, extra.clone())).await,
+        run_prompts(router, MAX_TOKENS, &with(T, extra)).await,
+    ]
+}
+
+/// One architecture at one vocabulary size, every rule; prints the time it took.
+async fn check(arch: Arch, vocab: usize) {
+    let start = Instant::now();
+    let src = model(arch, vocab);
+    let name = format!("{}-{vocab}", arch.name());
+
+    // The probe, on an engine of its own: serial unless batched rows are right.
+    let mode = HlgServerOptions::default()
+        .engine_mode(&engine(&src).await)
+        .await
+        .expect("engine mode");
+    let rows_right = batched_rows() == BatchedRows::Right;
+    assert_eq!(
+        mode.serial, !rows_right,
+        "{name}: the probe's decision ({mode:?})"
+    );
+
+    // The disabled path through the router the binaries build (probe included), against
+    // upstream's router on the engine alone.
+    let without = sweep(&upstream(engine(&src).await).await, json!({})).await;
+    let served = HlgServerOptions::default()
+        .router(engine(&src).await)
+        .await
+        .expect("router");
+    let absent = sweep(&served, json!({})).await;
+    assert_eq!(
+        absent, without,
+        "{name}: hlg absent differs from the engine alone"
+    );
+    assert_ne!(
+        without[1], without[0],
+        "{name}: T = {T} sampled the greedy text"
+    );
+    on_host(|| insta::assert_json_snapshot!(format!("engine_output_{name}"), without));
+
+    // Greedy with HLG on: untouched.
+    let greedy = run_prompts(&served, MAX_TOKENS, &with(0.0, json!({"hlg": true}))).await;
+    assert_eq!(
+        greedy, without[0],
+        "{name}: HLG changed a greedy generation"
+    );
+
+    // The identity curve is plain temperature.
+    let fresh = || async { plugin(engine(&src).await, HlgConfig::default()).await };
+    let identity = run_prompts(
+        &fresh().await,
+        MAX_TOKENS,
+        &with(T, json!({"hlg": {"width": "off"}})),
+    )
+    .await;
+    assert_eq!(
+        identity, without[1],
+        "{name}: the identity curve differs from temperature"
+    );
+
+    // HLG changes sampling, reproducibly.
+    let hlg = with(
+        T,
+        json!({"hlg": {"toe_shape": "exp", "toe": 1.5, "pivot_offset": 4.0}}),
+    );
+    let a = run_prompts(&fresh().await, MAX_TOKENS, &hlg).await;
+    let b = run_prompts(&fresh().await, MAX_TOKENS, &hlg).await;
+    assert_eq!(
+        a, b,
+        "{name}: HLG output not reproducible on a fresh engine"
+    );
+    assert_ne!(
+        a, without[1],
+        "{name}: HLG did not change the sampled output"
+    );
+
+    // n > 1: split into single requests (as the server runs it wherever the probe says
+    // serial): the choices are what the same requests give one after another.
+    let mut body = chat(PROMPTS[0], MAX_TOKENS, hlg.clone());
+    body["n"] = json!(2);
+    let router =
+        mistralrs_hlg::server::router_with(engine(&src).await, HlgConfig::default(), mode.choices)
+            .await
+            .unwrap();
+    let together = texts(&post_ok(&router, "/v1/chat/completions", &body).await);
+    assert_eq!(together.len(), 2, "{name}: n = 2 answered {together:?}");
+    if mode.choices == Choices::Split {
+        let single = fresh().await;
+        let one = chat(PROMPTS[0], MAX_TOKENS, hlg.clone());
+        let mut apart = texts(&post_ok(&single, "/v1/chat/completions", &one).await);
+        apart.extend(texts(&post_ok(&single, "/v1/chat/completions", &one).await));
+        assert_eq!(
+            together, apart,
+            "{name}: n = 2 split differs from two requests"
+        );
+    }
+    // Structured output ends when its grammar is done, with HLG on and off.
+    for hlg in [false, true] {
+        let body = json!({"model": "default", "prompt": "Answer yes or no:", "max_tokens": 64,
+            "temperature": T, "hlg": hlg, "grammar": {"type": "regex", "value": "(yes|no)"}});
+        let resp = post_ok(&router, "/v1/completions", &body).await;
+        let (text, finish) = (texts(&resp).concat(), &resp["choices"][0]["finish_reason"]);
+        let tokens = resp["usage"]["completion_tokens"].as_u64().unwrap();
+        assert!(text == "yes" || text == "no", "{name}, hlg {hlg}: {text:?}");
+        assert_eq!(
+            finish, "stop",
+            "{name}, hlg {hlg}: {text:?} after {tokens} tokens"
+        );
+        assert!(
+            tokens <= 4,
+            "{name}, hlg {hlg}: {tokens} tokens for {text:?}"
+        );
+    }
+    println!(
+        "{name}: every rule held in {:.1} s (probe: serial = {})",
+        start.elapsed().as_secs_f64(),
+        mode.serial
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn llama_32000() {
+    check(Arch::Llama, 32_000).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mistral3_262144() {
+    check(Arch::Mistral3, 262_144).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn phi2_51200() {
+    check(Arch::Phi2, 51_200).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn phi3_32064() {
+    check(Arch::Phi3, 32_064).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn qwen2_151936() {
+    check(Arch::Qwen2, 151_936).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn qwen3_151936() {
+    check(Arch::Qwen3, 151_936).await;
+}
+
+/// mistral.rs 0.8.1 loads Qwen3-MoE GGUFs but cannot run them on the CPU (candle's
+/// quantized mixture-of-experts matmul is CUDA-only: the engine thread panics at the
+/// first forward pass). The server refuses such a model at start-up, naming the reason.
+#[tokio::test(flavor = "multi_thread")]
+async fn qwen3moe_151936() {
+    if cfg!(mistralrs_host = "0.9") {
+        check(Arch::Qwen3Moe, 151_936).await;
+        return;
+    }
+    let e = load(&model(Arch::Qwen3Moe, 151_936), true)
+        .await
+        .err()
+        .expect("refused");
+    let text = e.to_string();
+    assert!(
+        text.contains("Qwen3-MoE") && text.contains("CUDA"),
+        "{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn starcoder2_49152() {
+    check(Arch::Starcoder2, 49_152).await;
+}

@@ -1,0 +1,204 @@
+//! A model whose `generation_config.json` sets its own sampling defaults.
+//!
+//! mistral.rs 0.9 fills every sampling field a request left unset from that file when
+//! the request reaches the engine (0.8.1 reads it and does not apply it). HLG must stay
+//! the only sampler whatever the file says; plain requests must keep upstream's
+//! behaviour, defaults included. Each comparison runs the same requests on fresh
+//! engines (the engine's sampling RNG starts from one seed), one over the embedded GGUF
+//! alone in its directory, one over the same file beside a `generation_config.json`.
+
+use std::path::{Path, PathBuf};
+
+use mistralrs_hlg::server::load::{load, ModelSource};
+use mistralrs_hlg::HlgConfig;
+use mistralrs_hlg_integration_tests::{chat, plugin, post_ok, run_prompts, texts, upstream};
+use mistralrs_server_core::types::SharedMistralRsState;
+use serde_json::{json, Value};
+
+const MAX_TOKENS: u32 = 16;
+
+/// A truncation the test could not miss: top-k 1 is greedy whatever the rest says.
+fn truncating() -> Value {
+    json!({"do_sample": true, "top_k": 1, "top_p": 0.5, "min_p": 0.2})
+}
+
+/// A directory of its own holding a link to the embedded GGUF and, when given, a
+/// `generation_config.json`; removed on drop.
+struct ModelDir(PathBuf);
+
+impl ModelDir {
+    fn new(name: &str, generation_config: Option<&Value>) -> ModelDir {
+        let gguf = mistralrs_hlg::model::ensure_default_model().expect("the embedded model");
+        let dir =
+            std::env::temp_dir().join(format!("hlg-model-defaults-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::os::unix::fs::symlink(&gguf, dir.join(gguf.file_name().unwrap())).unwrap();
+        if let Some(g) = generation_config {
+            std::fs::write(dir.join("generation_config.json"), g.to_string()).unwrap();
+        }
+        ModelDir(dir)
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+
+    /// A fresh engine on this directory.
+    async fn engine(&self) -> SharedMistralRsState {
+        let source = ModelSource::resolve(self.0.to_str().unwrap(), None).unwrap();
+        load(&source, true).await.expect("loading the model")
+    }
+}
+
+impl Drop for ModelDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+async fn hlg_router(dir: &ModelDir) -> axum::Router {
+    plugin(dir.engine().await, HlgConfig::default()).await
+}
+
+/// HLG requests sample exactly what they sample from the bare directory: the model's
+/// top-k 1 / top-p 0.5 / min-p 0.2 do not come back under HLG, on chat, on completions
+/// and in the server's split `n > 1`.
+#[tokio::test(flavor = "multi_thread")]
+async fn hlg_is_the_only_sampler_under_the_models_defaults() {
+    let bare = ModelDir::new("bare-hlg", None);
+    let configured = ModelDir::new("truncating-hlg", Some(&truncating()));
+    let fields = json!({"temperature": 1.0, "hlg": {"toe": 1.0}});
+
+    let want = run_prompts(&hlg_router(&bare).await, MAX_TOKENS, &fields).await;
+    let got = run_prompts(&hlg_router(&configured).await, MAX_TOKENS, &fields).await;
+    assert_eq!(got, want, "HLG chat under the model's defaults");
+    let greedy = run_prompts(
+        &upstream(bare.engine().await).await,
+        MAX_TOKENS,
+        &json!({"temperature": 0.0}),
+    )
+    .await;
+    assert_ne!(got, greedy, "HLG requests came back greedy (top-k 1)");
+
+    let completion = |router: axum::Router| async move {
+        let body = json!({"model": "default", "prompt": "The sea is", "max_tokens": MAX_TOKENS,
+            "temperature": 1.0, "hlg": {"toe": 1.0}, "n": 3});
+        texts(&post_ok(&router, "/v1/completions", &body).await)
+    };
+    let want = completion(hlg_router(&bare).await).await;
+    let got = completion(hlg_router(&configured).await).await;
+    assert_eq!(got.len(), 3);
+    assert_eq!(
+        got, want,
+        "HLG completions (n = 3, split) under the model's defaults"
+    );
+}
+
+/// The Rust API's `with_hlg` under the same defaults.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_request_builder_extension_ignores_the_models_defaults() {
+    use mistralrs_hlg::processor::HlgRequestExt;
+    let bare = ModelDir::new("bare-api", None);
+    let configured = ModelDir::new("truncating-api", Some(&truncating()));
+    let run = |dir: PathBuf| async move {
+        let gguf = mistralrs_hlg::model::ensure_default_model().unwrap();
+        let file = gguf.file_name().unwrap().to_string_lossy().into_owned();
+        let model = mistralrs::GgufModelBuilder::new(dir.to_string_lossy(), vec![file])
+            .with_token_source(mistralrs::TokenSource::None)
+            .with_force_cpu()
+            .build()
+            .await
+            .expect("loading the model");
+        let mut out = vec![];
+        for p in mistralrs_hlg_integration_tests::PROMPTS {
+            let req = mistralrs::RequestBuilder::new()
+                .add_message(mistralrs::TextMessageRole::User, p)
+                .set_sampler_max_len(MAX_TOKENS as usize)
+                .with_hlg(mistralrs_hlg::HlgCurve::default(), 1.0);
+            let r = model.send_chat_request(req).await.expect("chat");
+            out.push(r.choices[0].message.content.clone().unwrap_or_default());
+        }
+        out
+    };
+    let want = run(bare.path().to_path_buf()).await;
+    let got = run(configured.path().to_path_buf()).await;
+    assert_eq!(got, want, "with_hlg under the model's defaults");
+}
+
+/// Plain requests keep upstream's behaviour: the plugin's router answers what upstream's
+/// answers on the same directory. On 0.9 that is the model's top-k 1 (greedy output at
+/// T = 1); 0.8.1 does not apply the file, so it samples as from the bare directory.
+#[tokio::test(flavor = "multi_thread")]
+async fn plain_requests_keep_the_models_defaults() {
+    let bare = ModelDir::new("bare-plain", None);
+    let configured = ModelDir::new("truncating-plain", Some(&truncating()));
+    let t1 = json!({"temperature": 1.0});
+    let upstream_out =
+        run_prompts(&upstream(configured.engine().await).await, MAX_TOKENS, &t1).await;
+    let plugin_out = run_prompts(&hlg_router(&configured).await, MAX_TOKENS, &t1).await;
+    assert_eq!(
+        plugin_out, upstream_out,
+        "the disabled path under the model's defaults"
+    );
+
+    let want = if cfg!(mistralrs_host = "0.9") {
+        run_prompts(
+            &upstream(bare.engine().await).await,
+            MAX_TOKENS,
+            &json!({"temperature": 0.0}),
+        )
+        .await
+    } else {
+        run_prompts(&upstream(bare.engine().await).await, MAX_TOKENS, &t1).await
+    };
+    assert_eq!(
+        plugin_out, want,
+        "what the host makes of the model's defaults"
+    );
+}
+
+/// `do_sample: false` decides plain requests (greedy on 0.9) but not HLG requests, which
+/// sample at their temperature; the model's default temperature is the mid gain of an HLG
+/// request that names none (on 0.9; 0.8.1 samples such requests at 1.0).
+#[tokio::test(flavor = "multi_thread")]
+async fn do_sample_false_and_the_default_temperature() {
+    let bare = ModelDir::new("bare-t", None);
+    let greedy_model = ModelDir::new("greedy", Some(&json!({"do_sample": false})));
+    let hlg = json!({"temperature": 0.8, "hlg": true});
+    let want = run_prompts(&hlg_router(&bare).await, MAX_TOKENS, &hlg).await;
+    let got = run_prompts(&hlg_router(&greedy_model).await, MAX_TOKENS, &hlg).await;
+    assert_eq!(got, want, "HLG under do_sample: false");
+
+    let warm = ModelDir::new("warm", Some(&json!({"temperature": 0.6, "top_p": 0.3})));
+    let no_t = run_prompts(&hlg_router(&warm).await, MAX_TOKENS, &json!({"hlg": true})).await;
+    let mid_gain = if cfg!(mistralrs_host = "0.9") {
+        0.6
+    } else {
+        1.0
+    };
+    let want = run_prompts(
+        &hlg_router(&bare).await,
+        MAX_TOKENS,
+        &json!({"temperature": mid_gain, "hlg": true}),
+    )
+    .await;
+    assert_eq!(
+        no_t, want,
+        "the mid gain of an HLG request without temperature"
+    );
+    // A single request's choices through the same route, to show the split keeps it.
+    let body = chat(
+        mistralrs_hlg_integration_tests::N_PROMPT,
+        MAX_TOKENS,
+        json!({"hlg": true, "n": 2}),
+    );
+    let two = texts(&post_ok(&hlg_router(&warm).await, "/v1/chat/completions", &body).await);
+    let body = chat(
+        mistralrs_hlg_integration_tests::N_PROMPT,
+        MAX_TOKENS,
+        json!({"hlg": true, "n": 2, "temperature": mid_gain}),
+    );
+    let want = texts(&post_ok(&hlg_router(&bare).await, "/v1/chat/completions", &body).await);
+    assert_eq!(two, want, "n = 2 without temperature");
+}
