@@ -48,7 +48,11 @@ pub async fn engine_with(options: server::load::EngineOptions) -> SharedMistralR
 
 /// The plugin's router over `state`, with these server defaults.
 pub async fn plugin(state: SharedMistralRsState, defaults: HlgConfig) -> Router {
-    server::router(state, defaults).await.expect("router")
+    server::RouterBuilder::new(state)
+        .defaults(defaults)
+        .build()
+        .await
+        .expect("router")
 }
 
 /// The plugin's router with built-in defaults on a fresh engine: the fixture of every

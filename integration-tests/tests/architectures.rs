@@ -136,10 +136,11 @@ async fn check(arch: Arch, vocab: usize) {
     // serial): the choices are what the same requests give one after another.
     let mut body = chat(PROMPTS[0], MAX_TOKENS, hlg.clone());
     body["n"] = json!(2);
-    let router =
-        mistralrs_hlg::server::router_with(engine(&src).await, HlgConfig::default(), mode.choices)
-            .await
-            .unwrap();
+    let router = mistralrs_hlg::server::RouterBuilder::new(engine(&src).await)
+        .choices(mode.choices)
+        .build()
+        .await
+        .unwrap();
     let together = texts(&post_ok(&router, "/v1/chat/completions", &body).await);
     assert_eq!(together.len(), 2, "{name}: n = 2 answered {together:?}");
     if mode.choices == Choices::Split {

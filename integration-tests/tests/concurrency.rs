@@ -9,9 +9,9 @@
 
 use std::time::{Duration, Instant};
 
+use mistralrs_hlg::processor::Backend;
 use mistralrs_hlg::server::engine::{probe, EngineMode, Gate};
-use mistralrs_hlg::server::{router_with_gate, Choices, HlgServerOptions};
-use mistralrs_hlg::{processor::Backend, HlgConfig};
+use mistralrs_hlg::server::{Choices, HlgServerOptions, RouterBuilder};
 use mistralrs_hlg_integration_tests::{
     batched_rows, chat, engine, mismatches, mismatches_and_failures, model, BatchedRows, Server,
 };
@@ -281,15 +281,13 @@ async fn disconnects_cancel_their_generation() {
     );
     for serial in [true, false] {
         let gate = Gate::new(serial, eos.clone());
-        let router = router_with_gate(
-            engine().await,
-            HlgConfig::default(),
-            Choices::Split,
-            Backend::Kernel,
-            gate.clone(),
-        )
-        .await
-        .unwrap();
+        let router = RouterBuilder::new(engine().await)
+            .choices(Choices::Split)
+            .backend(Backend::Kernel)
+            .gate(gate.clone())
+            .build()
+            .await
+            .unwrap();
         let s = Server::start(router).await;
         for (what, path, body) in disconnect_cases() {
             leave_mid_generation(&s, &gate, serial, what, path, body).await;

@@ -39,10 +39,11 @@ async fn upstream_as_a_cli_configures_it(state: SharedMistralRsState) {
         .await
         .unwrap();
     let plain = opts.router(state).await.unwrap();
-    let big = json!({"model_id": "x".repeat(1000)});
-    let (status, text) = call(&app, "POST", "/v1/models/status", Some(&big)).await;
+    // An upstream route the allowlist serves.
+    let big = json!({"model": "default", "input": "x".repeat(1000)});
+    let (status, text) = call(&app, "POST", "/v1/embeddings", Some(&big)).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{text}");
-    let (status, text) = call(&plain, "POST", "/v1/models/status", Some(&big)).await;
+    let (status, text) = call(&plain, "POST", "/v1/embeddings", Some(&big)).await;
     assert_ne!(status, StatusCode::PAYLOAD_TOO_LARGE, "{text}");
     // The chat route is this crate's: `hlg` is read, whatever upstream's limit.
     let bad = chat("Say hi.", 2, json!({"hlg": {"toe": 0}}));

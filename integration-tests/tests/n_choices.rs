@@ -5,8 +5,7 @@
 //! token; a text's score is its mean per token. Coherent samples from the model score
 //! around −1.5 to −2.5 nats per token; corrupted ones far lower.
 
-use mistralrs_hlg::server::{router_with, Choices};
-use mistralrs_hlg::HlgConfig;
+use mistralrs_hlg::server::{Choices, RouterBuilder};
 use mistralrs_hlg_integration_tests::{
     batched_rows, call, chat, engine, judge_model, mean_logprob, post_ok, texts, upstream,
     BatchedRows, N_PROMPT,
@@ -55,6 +54,15 @@ async fn one_request(router: &axum::Router, extra: &Value) -> Vec<String> {
     );
     assert_eq!(t.len(), N);
     t
+}
+
+/// The plugin's router on a fresh engine, `n > 1` split.
+async fn split_router() -> axum::Router {
+    RouterBuilder::new(engine().await)
+        .choices(Choices::Split)
+        .build()
+        .await
+        .unwrap()
 }
 
 /// Whether the engine under test is a patched one (`scripts/test-patched-engine` on 0.8.1,
@@ -111,20 +119,8 @@ async fn upstream_batched_choices_are_corrupted() {
 async fn split_choices_are_single_requests() {
     let judge = judge_model().await;
     for extra in [json!({}), json!({"hlg": {"toe_shape": "quadratic"}})] {
-        let split = one_request(
-            &router_with(engine().await, HlgConfig::default(), Choices::Split)
-                .await
-                .unwrap(),
-            &extra,
-        )
-        .await;
-        let single = singles(
-            &router_with(engine().await, HlgConfig::default(), Choices::Split)
-                .await
-                .unwrap(),
-            &extra,
-        )
-        .await;
+        let split = one_request(&split_router().await, &extra).await;
+        let single = singles(&split_router().await, &extra).await;
         assert_eq!(split, single, "{extra}");
         let (a, b) = (
             mean_logprob(&judge, N_PROMPT, &split).await,
@@ -179,9 +175,7 @@ async fn rust_helper_splits_like_the_server() {
 /// end, and each choice's text is the non-streamed one.
 #[tokio::test(flavor = "multi_thread")]
 async fn split_choices_stream() {
-    let router = router_with(engine().await, HlgConfig::default(), Choices::Split)
-        .await
-        .unwrap();
+    let router = split_router().await;
     let body = chat(N_PROMPT, 8, sampled(json!({"n": N, "stream": true})));
     let (status, text) =
         mistralrs_hlg_integration_tests::call(&router, "POST", "/v1/chat/completions", Some(&body))

@@ -1,7 +1,7 @@
 //! The OpenAI-compatible server: mistralrs-server-core's router with HLG on the
 //! generation routes.
 //!
-//! [`router`] owns `POST /v1/chat/completions`, `POST /v1/completions` and
+//! [`RouterBuilder`] builds the router. It owns `POST /v1/chat/completions`, `POST /v1/completions` and
 //! `POST /v1/responses` (each accepts an `hlg` object), adds `GET /v1/hlg` (the server's
 //! effective HLG defaults) and `GET /api-doc/openapi.json`, and falls back
 //! to the upstream router for every other route, untouched. The `hlg` field is taken off
@@ -163,116 +163,123 @@ struct AppState {
     grammar_stops: Vec<(u32, String)>,
 }
 
-/// The whole router: HLG on the two generation routes, `GET /v1/hlg`, and upstream's
-/// router for everything else, behind the default [`security::Exposure`] (no key,
-/// management routes and media from files or remote addresses refused, OpenAI-shaped
-/// errors). `n > 1` is split (see [`Choices`]); requests are not serialised (see
-/// [`HlgServerOptions::router`] for the probe and the gate).
+/// Builds the server's router, the one way there is: HLG on the generation routes,
+/// `GET /v1/hlg`, the OpenAPI document, and upstream's router for everything else, always
+/// behind a [`security::Exposure`] (the default: no key, only
+/// [`security::PUBLIC_ROUTES`] served, media from files or remote addresses refused,
+/// errors in OpenAI's shape). [`HlgServerOptions::router`] sets it from the flags, with
+/// the start-up probe deciding the gate and `n > 1`.
 ///
 /// ```
-/// use mistralrs_hlg::{server::{self, load}, HlgConfig};
+/// use mistralrs_hlg::{server::{self, load, Choices, RouterBuilder}, HlgConfig};
 ///
 /// # async fn run() -> Result<(), mistralrs_hlg::server::ServerError> {
 /// let source = load::ModelSource::resolve("/models/model.gguf", None)?;
 /// let defaults: HlgConfig = serde_json::from_str(r#"{"enabled": true, "toe": 2}"#).unwrap();
-/// let router = server::router(load::load(&source, true).await?, defaults).await?;
+/// let router = RouterBuilder::new(load::load(&source, true).await?)
+///     .defaults(defaults)
+///     .choices(Choices::Split)
+///     .build()
+///     .await?;
 /// server::serve(router, "127.0.0.1", 1234).await
 /// # }
 /// ```
-pub async fn router(
-    mistralrs: SharedMistralRsState,
-    defaults: HlgConfig,
-) -> Result<Router, ServerError> {
-    router_with(mistralrs, defaults, Choices::Split).await
-}
-
-/// [`router`] with the `n > 1` handling chosen.
-///
-/// ```
-/// use mistralrs_hlg::{server::{self, load, Choices}, HlgConfig};
-///
-/// # async fn run() -> Result<(), mistralrs_hlg::server::ServerError> {
-/// let engine = load::load(&load::ModelSource::resolve("/models/model.gguf", None)?, true).await?;
-/// // A patched engine or a GPU batches `n > 1` correctly.
-/// let router = server::router_with(engine, HlgConfig::default(), Choices::Batched).await?;
-/// # Ok(()) }
-/// ```
-pub async fn router_with(
-    mistralrs: SharedMistralRsState,
-    defaults: HlgConfig,
-    choices: Choices,
-) -> Result<Router, ServerError> {
-    router_with_backend(mistralrs, defaults, choices, Backend::Kernel).await
-}
-
-/// [`router_with`] with the curve's backend chosen (`--hlg-backend`).
-///
-/// ```
-/// use mistralrs_hlg::{processor::Backend, server::{self, load, Choices}, HlgConfig};
-///
-/// # async fn run() -> Result<(), mistralrs_hlg::server::ServerError> {
-/// let engine = load::load(&load::ModelSource::resolve("/models/model.gguf", None)?, true).await?;
-/// let router =
-///     server::router_with_backend(engine, HlgConfig::default(), Choices::Split, Backend::Kernel).await?;
-/// # Ok(()) }
-/// ```
-pub async fn router_with_backend(
+pub struct RouterBuilder {
     mistralrs: SharedMistralRsState,
     defaults: HlgConfig,
     choices: Choices,
     backend: Backend,
-) -> Result<Router, ServerError> {
-    let router = router_with_gate(
+    gate: Gate,
+    exposure: security::Exposure,
+    upstream: MistralRsServerRouterBuilder,
+    served_name: Option<(String, String)>,
+}
+
+impl RouterBuilder {
+    /// A router over `mistralrs` with the built-in HLG defaults, `n > 1` split, the
+    /// kernel backend, no gate and the default exposure.
+    pub fn new(mistralrs: SharedMistralRsState) -> Self {
+        RouterBuilder {
+            mistralrs,
+            defaults: HlgConfig::default(),
+            choices: Choices::Split,
+            backend: Backend::Kernel,
+            gate: Gate::new(false, vec![]),
+            exposure: security::Exposure::default(),
+            upstream: MistralRsServerRouterBuilder::new(),
+            served_name: None,
+        }
+    }
+
+    /// The server's HLG defaults (`--hlg-*`).
+    pub fn defaults(mut self, defaults: HlgConfig) -> Self {
+        self.defaults = defaults;
+        self
+    }
+
+    /// How `n > 1` runs ([`Choices`]).
+    pub fn choices(mut self, choices: Choices) -> Self {
+        self.choices = choices;
+        self
+    }
+
+    /// Where the curve runs (`--hlg-backend`).
+    pub fn backend(mut self, backend: Backend) -> Self {
+        self.backend = backend;
+        self
+    }
+
+    /// The engine's admission: a serial [`Gate`] runs one request at a time in the
+    /// engine, on every route that reaches it (see [`engine`]).
+    pub fn gate(mut self, gate: Gate) -> Self {
+        self.gate = gate;
+        self
+    }
+
+    /// What the server exposes: key, admin routes, media ([`security::Exposure`]).
+    pub fn exposure(mut self, exposure: security::Exposure) -> Self {
+        self.exposure = exposure;
+        self
+    }
+
+    /// Upstream's router builder as a CLI configures it (mistral.rs 0.9's tool rounds,
+    /// observability, agent permissions); the engine is set to this builder's.
+    pub fn upstream(mut self, upstream: MistralRsServerRouterBuilder) -> Self {
+        self.upstream = upstream;
+        self
+    }
+
+    /// Answers requests for `served` as the engine's model `internal`
+    /// ([`security::serve_under_name`]).
+    pub fn served_name(mut self, internal: String, served: String) -> Self {
+        self.served_name = Some((internal, served));
+        self
+    }
+
+    /// The router, behind its exposure.
+    pub async fn build(mut self) -> Result<Router, ServerError> {
+        let exposure = std::mem::take(&mut self.exposure);
+        let served_name = self.served_name.take();
+        let router = routes(self).await?;
+        let router = match served_name {
+            Some((internal, served)) => security::serve_under_name(router, internal, served),
+            None => router,
+        };
+        Ok(exposure.apply(router))
+    }
+}
+
+/// This crate's routes over upstream's (gated), without the exposure.
+async fn routes(b: RouterBuilder) -> Result<Router, ServerError> {
+    let RouterBuilder {
         mistralrs,
         defaults,
         choices,
         backend,
-        Gate::new(false, vec![]),
-    )
-    .await?;
-    Ok(security::Exposure::default().apply(router))
-}
-
-/// [`router_with_backend`] with the engine's admission chosen: a serial [`Gate`] runs
-/// one request at a time in the engine, on every route that reaches it (see
-/// [`engine`]). Without [`security::Exposure::apply`]: no key, every upstream route
-/// served, errors in upstream's shapes; [`router`] and [`HlgServerOptions::router`]
-/// apply it.
-///
-/// ```
-/// use mistralrs_hlg::{processor::Backend, server::{self, load, Choices, Gate}, HlgConfig};
-///
-/// # async fn run() -> Result<(), mistralrs_hlg::server::ServerError> {
-/// let source = load::ModelSource::resolve("/models/model.gguf", None)?;
-/// let engine = load::load(&source, true).await?;
-/// let gate = Gate::new(true, source.hints().eos); // one request at a time in the engine
-/// let router =
-///     server::router_with_gate(engine, HlgConfig::default(), Choices::Split, Backend::Kernel, gate.clone())
-///         .await?;
-/// assert_eq!(gate.in_engine(), 0);
-/// # Ok(()) }
-/// ```
-pub async fn router_with_gate(
-    mistralrs: SharedMistralRsState,
-    defaults: HlgConfig,
-    choices: Choices,
-    backend: Backend,
-    gate: Gate,
-) -> Result<Router, ServerError> {
-    let upstream = MistralRsServerRouterBuilder::new();
-    router_over(upstream, mistralrs, defaults, choices, backend, gate).await
-}
-
-/// [`router_with_gate`] over upstream's router as `upstream` configures it (a CLI that
-/// sets its base path, tool rounds or observability), built on `mistralrs`.
-pub(crate) async fn router_over(
-    upstream: MistralRsServerRouterBuilder,
-    mistralrs: SharedMistralRsState,
-    defaults: HlgConfig,
-    choices: Choices,
-    backend: Backend,
-    gate: Gate,
-) -> Result<Router, ServerError> {
+        gate,
+        upstream,
+        ..
+    } = b;
     let upstream = upstream
         .with_mistralrs(mistralrs.clone())
         .build()

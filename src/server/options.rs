@@ -265,9 +265,11 @@ pub struct HlgServerOptions {
     )]
     #[serde(default, rename = "api-key", alias = "api_key")]
     pub api_key: Option<String>,
-    /// Serve upstream's management routes (model unload/reload/tune, re_isq, system
-    /// info and doctor; on mistral.rs 0.9 also calibration, LoRA loading, metrics, files,
-    /// containers, skills, sessions and agent approvals); 404 without this.
+    /// Serve every route of the host, not only generation, the model list, health and the
+    /// documents (`security::PUBLIC_ROUTES`): upstream's management routes (model
+    /// unload/reload/tune/status, re_isq, system info and doctor; on mistral.rs 0.9 also
+    /// calibration, LoRA adapters, metrics, files, containers, skills, sessions and agent
+    /// approvals) and any route a later host adds; 404 without this.
     #[arg(long = "allow-admin-routes")]
     #[serde(default, rename = "allow-admin-routes", alias = "allow_admin_routes")]
     pub allow_admin_routes: bool,
@@ -620,7 +622,7 @@ impl HlgServerOptions {
         })
     }
 
-    /// The whole router (see [`super::router`]) with these options, every value checked
+    /// The whole router (see [`super::RouterBuilder`]) with these options, every value checked
     /// first: an error names the flag and the accepted values. With `--hlg-batching auto`
     /// the engine is probed first ([`super::engine::probe`]).
     ///
@@ -717,10 +719,16 @@ impl HlgServerOptions {
                 .map_err(ServerError::upstream("registering the served model name"))?;
         }
         tracing::info!(model = %served, "serving the model as");
-        let gate = super::Gate::new(serial, eos);
-        let router =
-            super::router_over(upstream, mistralrs, defaults, choices, backend, gate).await?;
-        Ok(exposure.apply(super::security::serve_under_name(router, internal, served)))
+        super::RouterBuilder::new(mistralrs)
+            .defaults(defaults)
+            .choices(choices)
+            .backend(backend)
+            .gate(super::Gate::new(serial, eos))
+            .exposure(exposure)
+            .upstream(upstream)
+            .served_name(internal, served)
+            .build()
+            .await
     }
 
     /// How the engine takes requests with these options: one at a time or batched, and

@@ -17,19 +17,22 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-/// Upstream's management routes: model unload, reload and tuning, re-quantization,
-/// system information and diagnostics; on mistral.rs 0.9 also calibration, LoRA adapter
-/// loading, the metrics, and the routes that keep state on the server (files,
-/// containers, skills, sessions, agent approvals). Served only with
-/// `--allow-admin-routes` (0.9's additions are `ADMIN_ROUTES_0_9`); each entry covers the
-/// paths below it (`/v1/files/{id}`).
+/// The routes served without `--allow-admin-routes`: generation (chat, text completions,
+/// responses and their stored results, Anthropic's messages on mistral.rs 0.9,
+/// embeddings, images, speech), the model list, health, the API documents and
+/// `GET /v1/hlg`. Every other path answers 404 until the server is started with
+/// `--allow-admin-routes`: upstream's management routes (unload, reload, tune, status,
+/// re-quantization, system information, LoRA adapters, calibration, metrics), the routes
+/// that keep state on the server on 0.9 (files, containers, skills, sessions, agent
+/// approvals), and any route a later host adds, until it has been reviewed and listed
+/// here. `{id}` stands for one path segment, `{*rest}` for the rest of the path.
 ///
 /// ```
 /// use axum::{body::Body, http::Request, routing::get, Router};
-/// use mistralrs_hlg::server::security::{Exposure, ADMIN_ROUTES};
+/// use mistralrs_hlg::server::security::{Exposure, PUBLIC_ROUTES};
 /// use tower::ServiceExt;
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
-/// assert!(ADMIN_ROUTES.contains(&"/v1/system/info"));
+/// assert!(!PUBLIC_ROUTES.contains(&"/v1/system/info"));
 /// let routes = || Router::new().route("/v1/system/info", get(|| async { "info" }));
 /// let get_info = || Request::get("/v1/system/info").body(Body::empty()).unwrap();
 /// let closed = Exposure::default().apply(routes());
@@ -40,46 +43,54 @@ use sha2::{Digest, Sha256};
 /// assert_eq!(open.oneshot(get_info()).await.unwrap().status(), 200);
 /// # });
 /// ```
-pub const ADMIN_ROUTES: &[&str] = &[
-    "/v1/models/unload",
-    "/v1/models/reload",
-    "/v1/models/tune",
-    "/v1/system/info",
-    "/v1/system/doctor",
-    "/re_isq",
+pub const PUBLIC_ROUTES: &[&str] = &[
+    "/",
+    "/health",
+    "/v1/models",
+    "/v1/chat/completions",
+    "/v1/completions",
+    "/v1/responses",
+    "/v1/responses/{id}",
+    "/v1/responses/{id}/cancel",
+    "/v1/messages",
+    "/v1/messages/count_tokens",
+    "/v1/embeddings",
+    "/v1/images/generations",
+    "/v1/audio/speech",
+    "/v1/hlg",
+    "/api-doc/openapi.json",
+    "/docs",
+    "/docs/",
+    "/docs/{*rest}",
 ];
 
-/// The management and state-keeping routes mistral.rs 0.9 adds to [`ADMIN_ROUTES`].
-#[cfg(mistralrs_host = "0.9")]
-pub const ADMIN_ROUTES_0_9: &[&str] = &[
-    "/calibration",
-    "/v1/load_lora_adapter",
-    "/v1/unload_lora_adapter",
-    "/metrics",
-    "/v1/files",
-    "/v1/containers",
-    "/v1/skills",
-    "/v1/sessions",
-    "/v1/agent/approvals",
-];
-
-/// Whether `path` is one of [`ADMIN_ROUTES`] or below one.
+/// Whether `path` matches one of [`PUBLIC_ROUTES`].
 ///
 /// ```
-/// use mistralrs_hlg::server::security::is_admin_route;
-/// assert!(is_admin_route("/v1/models/unload"));
-/// assert!(!is_admin_route("/v1/models"));
-/// assert!(!is_admin_route("/v1/models/unloaded"));
+/// use mistralrs_hlg::server::security::is_public_route;
+/// assert!(is_public_route("/v1/chat/completions"));
+/// assert!(is_public_route("/v1/responses/resp_123/cancel"));
+/// assert!(!is_public_route("/v1/models/unload"));
+/// assert!(!is_public_route("/v1/lora_adapters"));
+/// assert!(!is_public_route("/v1/responses/a/b"));
+/// assert!(!is_public_route("/v1/chat/completions/"));
 /// ```
-pub fn is_admin_route(path: &str) -> bool {
-    #[cfg(mistralrs_host = "0.9")]
-    let routes = ADMIN_ROUTES.iter().chain(ADMIN_ROUTES_0_9);
-    #[cfg(not(mistralrs_host = "0.9"))]
-    let routes = ADMIN_ROUTES.iter();
-    routes.into_iter().any(|r| {
-        path.strip_prefix(r)
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
-    })
+pub fn is_public_route(path: &str) -> bool {
+    PUBLIC_ROUTES.iter().any(|r| route_matches(r, path))
+}
+
+fn route_matches(pattern: &str, path: &str) -> bool {
+    let mut want = pattern.split('/');
+    let mut got = path.split('/');
+    loop {
+        match (want.next(), got.next()) {
+            (None, None) => return true,
+            (Some(w), Some(_)) if w.starts_with("{*") => return true,
+            (Some(w), Some(g)) if w.starts_with('{') && !g.is_empty() => {}
+            (Some(w), Some(g)) if w == g => {}
+            _ => return false,
+        }
+    }
 }
 
 /// The routes that apply an `hlg` field; any other route refuses a body carrying one
@@ -137,7 +148,7 @@ pub const MAX_BODY_BYTES: usize =
 #[derive(Clone, Debug, Default)]
 pub struct Exposure {
     key: Option<Arc<[u8; 32]>>,
-    /// Serve [`ADMIN_ROUTES`].
+    /// Serve every route the host registers, not only [`PUBLIC_ROUTES`].
     pub allow_admin_routes: bool,
     /// Let requests name media at `http(s)://` addresses, which the server then fetches.
     pub allow_remote_media: bool,
@@ -232,7 +243,7 @@ impl Exposure {
                 Some("invalid_api_key"),
             );
         }
-        if !self.allow_admin_routes && is_admin_route(&path) {
+        if !self.allow_admin_routes && !is_public_route(&path) {
             return error(StatusCode::NOT_FOUND, "invalid_request_error", &format!("no route {path} (management routes are off; start the server with --allow-admin-routes)"), None, None);
         }
         let hlg_route = HLG_ROUTES.contains(&path.as_str());
