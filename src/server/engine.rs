@@ -33,7 +33,24 @@ use mistralrs_core::{
 use tokio::sync::mpsc::{Receiver, WeakSender};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::ServerError;
+use super::error::ServerError;
+
+/// How the generation routes serve a request for `n > 1` choices.
+///
+/// ```
+/// use mistralrs_hlg::server::{Choices, HlgServerOptions};
+/// let o = HlgServerOptions { n_choices: Some("split".into()), ..Default::default() };
+/// assert_eq!(o.choices(), Ok(Some(Choices::Split)));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Choices {
+    /// As `n` single-choice generations, one after another, merged into one response: the
+    /// default while the pinned mistral.rs (0.8.1) corrupts the choices of a batched
+    /// request on the CPU (see `docs/NOTES.md`).
+    Split,
+    /// As upstream does: one request with `n` sequences, batched.
+    Batched,
+}
 
 /// How the server lets the engine batch sequences (`--hlg-batching`).
 ///
@@ -97,7 +114,7 @@ pub struct EngineMode {
     /// One request at a time in the engine (the others queue at the [`Gate`]).
     pub serial: bool,
     /// How a request with `n > 1` is run.
-    pub choices: super::Choices,
+    pub choices: Choices,
 }
 
 /// What the start-up probe saw.
@@ -746,7 +763,7 @@ pub(crate) fn gated_upstream(upstream: axum::Router, gate: Gate) -> axum::Router
                 let resp = match tokio::spawn(next.run(req)).await {
                     Ok(r) => r,
                     Err(e) => {
-                        return crate::server::openai_error(
+                        return super::security::openai_error(
                             axum::http::StatusCode::INTERNAL_SERVER_ERROR,
                             format!("the request's handler failed: {e}"),
                             None,
@@ -781,7 +798,7 @@ async fn hold_while_background(
     let bytes = match axum::body::to_bytes(body, 64 << 20).await {
         Ok(b) => b,
         Err(e) => {
-            return crate::server::openai_error(
+            return super::security::openai_error(
                 axum::http::StatusCode::INTERNAL_SERVER_ERROR,
                 format!("reading the response: {e}"),
                 None,

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use super::OptionError;
+use crate::HlgError;
 
 /// An error of upstream's, kept as its source (mistral.rs returns `anyhow` errors).
 ///
@@ -29,7 +29,7 @@ pub enum ServerError {
     Option(#[from] OptionError),
     /// The config file could not be read, parsed, or holds an unknown key.
     #[error(transparent)]
-    ConfigFile(#[from] super::options::ConfigFileError),
+    ConfigFile(#[from] ConfigFileError),
     /// `--model-id` names no GGUF file this server can load.
     #[error("{path}: {problem}")]
     Model {
@@ -79,4 +79,77 @@ impl ServerError {
             source: e.into(),
         }
     }
+}
+
+/// A server option with a value it does not accept: the message names the flag (which is
+/// also the config-file key) and what it accepts.
+///
+/// ```
+/// use mistralrs_hlg::server::{HlgServerOptions, OptionError};
+/// let opts = HlgServerOptions { n_choices: Some("many".into()), ..Default::default() };
+/// let e = opts.choices().unwrap_err();
+/// assert!(matches!(e, OptionError::Value { flag: "hlg-n-choices", .. }));
+/// assert_eq!(e.to_string(), r#"--hlg-n-choices must be "split" or "batched", got "many""#);
+/// ```
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum OptionError {
+    /// One of the seven `--hlg-*` curve flags, with the field's own error.
+    #[error("--{flag}: {error}")]
+    Curve {
+        /// The flag without `--`.
+        flag: &'static str,
+        /// What the field accepts and what it got.
+        error: HlgError,
+    },
+    /// Another option, with a value outside its names.
+    #[error("--{flag} must be {expected}, got {got:?}")]
+    Value {
+        /// The flag without `--`.
+        flag: &'static str,
+        /// The accepted values, in words.
+        expected: &'static str,
+        /// What was given.
+        got: String,
+    },
+    /// `--hlg-backend mlx` in a build without the `mlx` feature.
+    #[error("--hlg-backend mlx: this binary was built without the `mlx` feature (see the README's mlx section)")]
+    MlxNotBuilt,
+    /// A name that is not one of the curve flags.
+    #[error("unknown option `{0}`")]
+    Unknown(String),
+}
+
+/// A config file that could not be used; the message names the file or the key.
+///
+/// ```
+/// use mistralrs_hlg::server::{ConfigFileError, ServeOptions};
+/// assert!(matches!(ServeOptions::from_toml("port = 70000"), Err(ConfigFileError::Toml(_))));
+/// assert!(matches!(ServeOptions::from_toml("prot = 1"), Err(ConfigFileError::UnknownKey(k)) if k == "prot"));
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigFileError {
+    /// The file could not be read.
+    #[error("reading {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// A key that is not one of the long flags.
+    #[error("unknown key `{0}`")]
+    UnknownKey(String),
+    /// Not TOML, or a value of the wrong type (`port = 70000`).
+    #[error("{0}")]
+    Toml(#[from] toml::de::Error),
+    /// One of the above, in the named file.
+    #[error("in {path}: {error}")]
+    In {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong in it.
+        error: Box<ConfigFileError>,
+    },
 }

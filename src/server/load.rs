@@ -6,7 +6,7 @@ use mistralrs_core::TokenSource;
 use mistralrs_server_core::mistralrs_for_server_builder::MistralRsForServerBuilder;
 use mistralrs_server_core::types::SharedMistralRsState;
 
-use super::ServerError;
+use super::error::ServerError;
 
 /// Where the weights come from.
 ///
@@ -145,24 +145,41 @@ impl ModelSource {
     /// let local = ModelSource::Local { dir: "/models".into(), file: "smollm2.gguf".into() };
     /// assert_eq!(local.hints().name.as_deref(), Some("smollm2"));
     /// ```
-    pub fn hints(&self) -> super::ModelHints {
+    pub fn hints(&self) -> ModelHints {
         let (eos, name) = match self {
             ModelSource::Local { dir, file } => (super::engine::gguf_eos(&dir.join(file)), file),
             ModelSource::Hub { file, .. } => (vec![], file),
             ModelSource::Plain { model_id } => {
                 let eos = super::engine::plain_eos(Path::new(model_id));
                 let name = model_id.trim_end_matches('/').rsplit('/').next();
-                return super::ModelHints {
+                return ModelHints {
                     eos,
                     name: name.filter(|n| !n.is_empty()).map(str::to_string),
                 };
             }
         };
-        super::ModelHints {
+        ModelHints {
             eos,
             name: Some(name.strip_suffix(".gguf").unwrap_or(name).to_string()),
         }
     }
+}
+
+/// What the server knows of the model from its file, beyond what the engine says.
+///
+/// ```
+/// use mistralrs_hlg::server::load::ModelSource;
+/// let source = ModelSource::Hub { repo: "owner/repo".into(), file: "m-q4.gguf".into() };
+/// let hints = source.hints();
+/// assert_eq!((hints.name.as_deref(), hints.eos.len()), (Some("m-q4"), 0));
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct ModelHints {
+    /// The end-of-sequence token ids ([`super::engine::gguf_eos`]): used to end a
+    /// disconnected client's non-streamed generation at its next token.
+    pub eos: Vec<u32>,
+    /// The name to serve the model under when `--served-model-name` is not given.
+    pub name: Option<String>,
 }
 
 fn single_gguf(dir: &Path) -> Result<String, ServerError> {

@@ -23,7 +23,8 @@ use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use serde_json::{json, Map, Value};
 
-use super::AppState;
+use super::handlers::{one, Chat};
+use super::state::{checked, curve_for_request, not_json, split_body, AppState};
 
 /// The route's handler: upstream's for a call without HLG, the translation otherwise.
 pub(super) async fn create(
@@ -31,14 +32,14 @@ pub(super) async fn create(
     headers: axum::http::HeaderMap,
     body: Bytes,
 ) -> Response {
-    if let Some(resp) = super::not_json(&headers) {
+    if let Some(resp) = not_json(&headers) {
         return resp;
     }
-    let (v, hlg) = match super::split_body(&body) {
+    let (v, hlg) = match split_body(&body) {
         Ok(x) => x,
         Err(resp) => return anthropic_error(resp).await,
     };
-    let Some(curve) = super::curve_for_request(hlg.as_ref(), &s.defaults) else {
+    let Some(curve) = curve_for_request(hlg.as_ref(), &s.defaults) else {
         return super::responses::upstream(&s, "/v1/messages", body).await;
     };
     let chat = match chat_body(&v) {
@@ -49,12 +50,12 @@ pub(super) async fn create(
         }
     };
     // The chat route's checks (the model, the token bounds) on the translated request.
-    let (chat, _, _) = match super::checked(&s, &Bytes::from(chat.to_string())) {
+    let (chat, _, _) = match checked(&s, &Bytes::from(chat.to_string())) {
         Ok(x) => x,
         Err(resp) => return anthropic_error(resp).await,
     };
     let streaming = chat.get("stream").and_then(Value::as_bool).unwrap_or(false);
-    let resp = super::chat_one(s, chat, Some(curve)).await;
+    let resp = one::<Chat>(s, chat, Some(curve)).await;
     if !resp.status().is_success() {
         return anthropic_error(resp).await;
     }

@@ -15,49 +15,14 @@ use serde::{Deserialize, Deserializer};
 use crate::config::RawValue;
 use crate::params::{Field, Kind};
 use crate::processor::{Backend, BackendError};
-use crate::{HlgConfig, HlgError};
+use crate::HlgConfig;
 
+use super::engine::Batching;
 use super::engine::EngineMode;
-use super::{Batching, Choices, ServerError};
-
-/// A server option with a value it does not accept: the message names the flag (which is
-/// also the config-file key) and what it accepts.
-///
-/// ```
-/// use mistralrs_hlg::server::{HlgServerOptions, OptionError};
-/// let opts = HlgServerOptions { n_choices: Some("many".into()), ..Default::default() };
-/// let e = opts.choices().unwrap_err();
-/// assert!(matches!(e, OptionError::Value { flag: "hlg-n-choices", .. }));
-/// assert_eq!(e.to_string(), r#"--hlg-n-choices must be "split" or "batched", got "many""#);
-/// ```
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
-#[non_exhaustive]
-pub enum OptionError {
-    /// One of the seven `--hlg-*` curve flags, with the field's own error.
-    #[error("--{flag}: {error}")]
-    Curve {
-        /// The flag without `--`.
-        flag: &'static str,
-        /// What the field accepts and what it got.
-        error: HlgError,
-    },
-    /// Another option, with a value outside its names.
-    #[error("--{flag} must be {expected}, got {got:?}")]
-    Value {
-        /// The flag without `--`.
-        flag: &'static str,
-        /// The accepted values, in words.
-        expected: &'static str,
-        /// What was given.
-        got: String,
-    },
-    /// `--hlg-backend mlx` in a build without the `mlx` feature.
-    #[error("--hlg-backend mlx: this binary was built without the `mlx` feature (see the README's mlx section)")]
-    MlxNotBuilt,
-    /// A name that is not one of the curve flags.
-    #[error("unknown option `{0}`")]
-    Unknown(String),
-}
+use super::engine::{Choices, Gate};
+use super::error::{ConfigFileError, OptionError, ServerError};
+use super::load::ModelHints;
+use super::router::RouterBuilder;
 
 /// The seven `--hlg-*` engine flags, one per field of the `hlg` object
 /// ([`Field::flag`]). In a config file the keys are the flag names (`hlg-toe = 3.0`;
@@ -379,40 +344,6 @@ pub struct ServeOptions {
     pub hlg: HlgServerOptions,
 }
 
-/// A config file that could not be used; the message names the file or the key.
-///
-/// ```
-/// use mistralrs_hlg::server::{ConfigFileError, ServeOptions};
-/// assert!(matches!(ServeOptions::from_toml("port = 70000"), Err(ConfigFileError::Toml(_))));
-/// assert!(matches!(ServeOptions::from_toml("prot = 1"), Err(ConfigFileError::UnknownKey(k)) if k == "prot"));
-/// ```
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ConfigFileError {
-    /// The file could not be read.
-    #[error("reading {path}: {source}")]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// The error.
-        source: std::io::Error,
-    },
-    /// A key that is not one of the long flags.
-    #[error("unknown key `{0}`")]
-    UnknownKey(String),
-    /// Not TOML, or a value of the wrong type (`port = 70000`).
-    #[error("{0}")]
-    Toml(#[from] toml::de::Error),
-    /// One of the above, in the named file.
-    #[error("in {path}: {error}")]
-    In {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong in it.
-        error: Box<ConfigFileError>,
-    },
-}
-
 impl ServeOptions {
     /// The options a config file sets; every key must be a long flag of these options.
     ///
@@ -522,23 +453,6 @@ impl ServeOptions {
     }
 }
 
-/// What the server knows of the model from its file, beyond what the engine says.
-///
-/// ```
-/// use mistralrs_hlg::server::load::ModelSource;
-/// let source = ModelSource::Hub { repo: "owner/repo".into(), file: "m-q4.gguf".into() };
-/// let hints = source.hints();
-/// assert_eq!((hints.name.as_deref(), hints.eos.len()), (Some("m-q4"), 0));
-/// ```
-#[derive(Clone, Debug, Default)]
-pub struct ModelHints {
-    /// The end-of-sequence token ids ([`super::engine::gguf_eos`]): used to end a
-    /// disconnected client's non-streamed generation at its next token.
-    pub eos: Vec<u32>,
-    /// The name to serve the model under when `--served-model-name` is not given.
-    pub name: Option<String>,
-}
-
 impl HlgServerOptions {
     /// These options over `base` (each one that is set wins).
     ///
@@ -622,7 +536,7 @@ impl HlgServerOptions {
         })
     }
 
-    /// The whole router (see [`super::RouterBuilder`]) with these options, every value checked
+    /// The whole router (see [`RouterBuilder`]) with these options, every value checked
     /// first: an error names the flag and the accepted values. With `--hlg-batching auto`
     /// the engine is probed first ([`super::engine::probe`]).
     ///
@@ -719,11 +633,11 @@ impl HlgServerOptions {
                 .map_err(ServerError::upstream("registering the served model name"))?;
         }
         tracing::info!(model = %served, "serving the model as");
-        super::RouterBuilder::new(mistralrs)
+        RouterBuilder::new(mistralrs)
             .defaults(defaults)
             .choices(choices)
             .backend(backend)
-            .gate(super::Gate::new(serial, eos))
+            .gate(Gate::new(serial, eos))
             .exposure(exposure)
             .upstream(upstream)
             .served_name(internal, served)

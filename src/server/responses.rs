@@ -41,8 +41,11 @@ use serde_json::Value;
 use tokio::sync::mpsc::Receiver;
 use tower::ServiceExt;
 
+use super::engine;
+use super::engine::Choices;
 use super::host::{self, Surface};
-use super::{admit, engine, invalid_request, openai_error, AppState};
+use super::security::openai_error;
+use super::state::{admit, invalid_request, parse, AppState};
 use crate::curve::HlgCurve;
 
 /// The route's handler: `v` is the body without `hlg`, `curve` what HLG the call runs
@@ -57,11 +60,11 @@ pub(super) async fn create(
     let Some(curve) = curve else {
         return upstream(&s, "/v1/responses", body).await;
     };
-    let req: OpenResponsesCreateRequest = match super::parse(v) {
+    let req: OpenResponsesCreateRequest = match parse(v) {
         Ok(r) => r,
         Err(resp) => return resp,
     };
-    if req.n_choices > 1 && s.choices == super::Choices::Split {
+    if req.n_choices > 1 && s.choices == Choices::Split {
         return openai_error(StatusCode::BAD_REQUEST, format!("`n` = {} with HLG on /v1/responses: this server splits `n > 1` into single generations (--hlg-n-choices split, the default where the engine decodes a batch's choices wrongly), which a response cannot hold; send one request per choice, or use /v1/chat/completions, which splits them", req.n_choices), Some("n"));
     }
     let call = match Call::new(req, prior) {

@@ -64,6 +64,16 @@ pub const PUBLIC_ROUTES: &[&str] = &[
     "/docs/{*rest}",
 ];
 
+/// An OpenAI-shaped error response.
+pub(crate) fn openai_error(status: StatusCode, message: String, param: Option<&str>) -> Response {
+    let kind = if status.is_server_error() {
+        "server_error"
+    } else {
+        "invalid_request_error"
+    };
+    error(status, kind, &message, param, None)
+}
+
 /// Whether `path` matches one of [`PUBLIC_ROUTES`].
 ///
 /// ```
