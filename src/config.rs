@@ -333,7 +333,8 @@ impl HlgConfig {
     pub fn curve(&self) -> HlgCurve {
         let d = HlgCurve::default();
         let knob = |k: Option<Knob>, default: Option<f32>| k.map_or(default, Knob::nats);
-        HlgCurve::new(
+        // Every field was checked against the curve's ranges when it was set.
+        HlgCurve::from_checked(
             self.pivot.unwrap_or(d.pivot()),
             self.pivot_offset.unwrap_or(d.pivot_offset()),
             knob(self.width, d.width()),
@@ -341,8 +342,6 @@ impl HlgConfig {
             knob(self.toe, d.toe()),
             self.toe_shape.unwrap_or(d.toe_shape()),
         )
-        // Every field was validated against the same ranges when it was set.
-        .expect("an HlgConfig holds only values HlgCurve accepts")
     }
 }
 

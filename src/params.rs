@@ -48,6 +48,47 @@ pub const MIN_BETA: f32 = 1e-6;
 /// ```
 pub const DEFAULT_PIVOT_OFFSET: f32 = 4.0;
 
+/// The built-in pivot mode.
+///
+/// ```
+/// use mistralrs_hlg::{params::DEFAULT_PIVOT, HlgCurve, Pivot};
+/// assert_eq!((DEFAULT_PIVOT, HlgCurve::default().pivot()), (Pivot::Top, Pivot::Top));
+/// ```
+pub const DEFAULT_PIVOT: Pivot = Pivot::Top;
+
+/// The built-in half-width of the linear mid band, in nats (`None` would be "off").
+///
+/// ```
+/// use mistralrs_hlg::{params::DEFAULT_WIDTH, HlgCurve};
+/// assert_eq!(HlgCurve::default().width(), DEFAULT_WIDTH);
+/// ```
+pub const DEFAULT_WIDTH: Option<f32> = Some(3.0);
+
+/// The built-in shoulder β_h, in nats.
+///
+/// ```
+/// use mistralrs_hlg::{params::DEFAULT_SHOULDER, HlgCurve};
+/// assert_eq!(HlgCurve::default().shoulder(), DEFAULT_SHOULDER);
+/// ```
+pub const DEFAULT_SHOULDER: Option<f32> = Some(2.0);
+
+/// The built-in toe β_t, in nats.
+///
+/// ```
+/// use mistralrs_hlg::{params::DEFAULT_TOE, HlgCurve};
+/// assert_eq!(HlgCurve::default().toe(), DEFAULT_TOE);
+/// ```
+pub const DEFAULT_TOE: Option<f32> = Some(1.0);
+
+/// The built-in toe shape.
+///
+/// ```
+/// use mistralrs_hlg::{params::DEFAULT_TOE_SHAPE, HlgCurve, ToeShape};
+/// assert_eq!(HlgCurve::default().toe_shape(), DEFAULT_TOE_SHAPE);
+/// assert_eq!(DEFAULT_TOE_SHAPE, ToeShape::Quadratic);
+/// ```
+pub const DEFAULT_TOE_SHAPE: ToeShape = ToeShape::Quadratic;
+
 /// `"a|b|c"` from `"a", "b", "c"`.
 macro_rules! joined {
     ($first:literal $(, $rest:literal)*) => {

@@ -383,6 +383,29 @@ fn linear_with_bias(b: &mut Builder<'_>, name: &str, out: usize, inp: usize) -> 
 /// vocabulary of `vocab` tokens) and `tokenizer_config.json` (ChatML). Returns `dir`.
 pub fn write_plain_llama(dir: &Path, vocab: usize) -> anyhow::Result<PathBuf> {
     std::fs::create_dir_all(dir)?;
+    candle_core::safetensors::save(&plain_tensors(vocab)?, dir.join("model.safetensors"))?;
+    std::fs::write(dir.join("config.json"), plain_config(vocab).to_string())?;
+    std::fs::write(
+        dir.join("tokenizer.json"),
+        unigram_tokenizer(vocab).to_string(),
+    )?;
+    let tokenizer_config = serde_json::json!({
+        "chat_template": CHAT_TEMPLATE,
+        "bos_token": CONTROL[1],
+        "eos_token": CONTROL[4],
+        "unk_token": CONTROL[0],
+        "add_bos_token": false,
+        "add_eos_token": false,
+    });
+    std::fs::write(
+        dir.join("tokenizer_config.json"),
+        tokenizer_config.to_string(),
+    )?;
+    Ok(dir.to_path_buf())
+}
+
+/// The Llama weights under Hugging Face's names, F32.
+fn plain_tensors(vocab: usize) -> anyhow::Result<std::collections::HashMap<String, Tensor>> {
     let mut rng = Rng(0x1A3A ^ vocab as u64);
     let mut tensors = std::collections::HashMap::new();
     let mut put = |name: String, shape: &[usize], scale: Option<f32>| -> anyhow::Result<()> {
@@ -451,8 +474,12 @@ pub fn write_plain_llama(dir: &Path, vocab: usize) -> anyhow::Result<PathBuf> {
             unit(FFN),
         )?;
     }
-    candle_core::safetensors::save(&tensors, dir.join("model.safetensors"))?;
-    let config = serde_json::json!({
+    Ok(tensors)
+}
+
+/// The Llama `config.json`.
+fn plain_config(vocab: usize) -> serde_json::Value {
+    serde_json::json!({
         "architectures": ["LlamaForCausalLM"],
         "model_type": "llama",
         "hidden_size": HIDDEN,
@@ -469,25 +496,7 @@ pub fn write_plain_llama(dir: &Path, vocab: usize) -> anyhow::Result<PathBuf> {
         "bos_token_id": 1,
         "eos_token_id": 4,
         "torch_dtype": "float32",
-    });
-    std::fs::write(dir.join("config.json"), config.to_string())?;
-    std::fs::write(
-        dir.join("tokenizer.json"),
-        unigram_tokenizer(vocab).to_string(),
-    )?;
-    let tokenizer_config = serde_json::json!({
-        "chat_template": CHAT_TEMPLATE,
-        "bos_token": CONTROL[1],
-        "eos_token": CONTROL[4],
-        "unk_token": CONTROL[0],
-        "add_bos_token": false,
-        "add_eos_token": false,
-    });
-    std::fs::write(
-        dir.join("tokenizer_config.json"),
-        tokenizer_config.to_string(),
-    )?;
-    Ok(dir.to_path_buf())
+    })
 }
 
 /// A `tokenizer.json` in the shape Llama-family repositories ship (a BPE model with byte

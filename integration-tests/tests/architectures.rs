@@ -12,8 +12,9 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
+use mistralrs_hlg::server::engine::EngineMode;
 use mistralrs_hlg::server::load::{load, ModelSource};
-use mistralrs_hlg::server::{Choices, HlgServerOptions};
+use mistralrs_hlg::server::{Choices, HlgServerOptions, RouterBuilder};
 use mistralrs_hlg::HlgConfig;
 use mistralrs_hlg_integration_tests::tiny::{write_gguf, Arch};
 use mistralrs_hlg_integration_tests::{
@@ -61,120 +62,154 @@ async fn sweep(router: &axum::Router, extra: Value) -> [Vec<String>; 2] {
     ]
 }
 
+/// The HLG request the rules below sample with.
+fn hlg_request() -> Value {
+    with(
+        T,
+        json!({"hlg": {"toe_shape": "exp", "toe": 1.5, "pivot_offset": 4.0}}),
+    )
+}
+
 /// One architecture at one vocabulary size, every rule; prints the time it took.
 async fn check(arch: Arch, vocab: usize) {
     let start = Instant::now();
-    let src = model(arch, vocab);
-    let name = format!("{}-{vocab}", arch.name());
-
-    // The probe, on an engine of its own: serial unless batched rows are right.
-    let mode = HlgServerOptions::default()
-        .engine_mode(&engine(&src).await)
-        .await
-        .expect("engine mode");
-    let rows_right = batched_rows() == BatchedRows::Right;
-    assert_eq!(
-        mode.serial, !rows_right,
-        "{name}: the probe's decision ({mode:?})"
-    );
-
-    // The disabled path through the router the binaries build (probe included), against
-    // upstream's router on the engine alone.
-    let without = sweep(&upstream(engine(&src).await).await, json!({})).await;
-    let served = HlgServerOptions::default()
-        .router(engine(&src).await)
-        .await
-        .expect("router");
-    let absent = sweep(&served, json!({})).await;
-    assert_eq!(
-        absent, without,
-        "{name}: hlg absent differs from the engine alone"
-    );
-    assert_ne!(
-        without[1], without[0],
-        "{name}: T = {T} sampled the greedy text"
-    );
-    on_host(|| insta::assert_json_snapshot!(format!("engine_output_{name}"), without));
-
-    // Greedy with HLG on: untouched.
-    let greedy = run_prompts(&served, MAX_TOKENS, &with(0.0, json!({"hlg": true}))).await;
-    assert_eq!(
-        greedy, without[0],
-        "{name}: HLG changed a greedy generation"
-    );
-
-    // The identity curve is plain temperature.
-    let fresh = || async { plugin(engine(&src).await, HlgConfig::default()).await };
-    let identity = run_prompts(
-        &fresh().await,
-        MAX_TOKENS,
-        &with(T, json!({"hlg": {"width": "off"}})),
-    )
-    .await;
-    assert_eq!(
-        identity, without[1],
-        "{name}: the identity curve differs from temperature"
-    );
-
-    // HLG changes sampling, reproducibly.
-    let hlg = with(
-        T,
-        json!({"hlg": {"toe_shape": "exp", "toe": 1.5, "pivot_offset": 4.0}}),
-    );
-    let a = run_prompts(&fresh().await, MAX_TOKENS, &hlg).await;
-    let b = run_prompts(&fresh().await, MAX_TOKENS, &hlg).await;
-    assert_eq!(
-        a, b,
-        "{name}: HLG output not reproducible on a fresh engine"
-    );
-    assert_ne!(
-        a, without[1],
-        "{name}: HLG did not change the sampled output"
-    );
-
-    // n > 1: split into single requests (as the server runs it wherever the probe says
-    // serial): the choices are what the same requests give one after another.
-    let mut body = chat(PROMPTS[0], MAX_TOKENS, hlg.clone());
-    body["n"] = json!(2);
-    let router = mistralrs_hlg::server::RouterBuilder::new(engine(&src).await)
-        .choices(mode.choices)
-        .build()
-        .await
-        .unwrap();
-    let together = texts(&post_ok(&router, "/v1/chat/completions", &body).await);
-    assert_eq!(together.len(), 2, "{name}: n = 2 answered {together:?}");
-    if mode.choices == Choices::Split {
-        let single = fresh().await;
-        let one = chat(PROMPTS[0], MAX_TOKENS, hlg.clone());
-        let mut apart = texts(&post_ok(&single, "/v1/chat/completions", &one).await);
-        apart.extend(texts(&post_ok(&single, "/v1/chat/completions", &one).await));
-        assert_eq!(
-            together, apart,
-            "{name}: n = 2 split differs from two requests"
-        );
-    }
-    // Structured output ends when its grammar is done, with HLG on and off.
-    for hlg in [false, true] {
-        let body = json!({"model": "default", "prompt": "Answer yes or no:", "max_tokens": 64,
-            "temperature": T, "hlg": hlg, "grammar": {"type": "regex", "value": "(yes|no)"}});
-        let resp = post_ok(&router, "/v1/completions", &body).await;
-        let (text, finish) = (texts(&resp).concat(), &resp["choices"][0]["finish_reason"]);
-        let tokens = resp["usage"]["completion_tokens"].as_u64().unwrap();
-        assert!(text == "yes" || text == "no", "{name}, hlg {hlg}: {text:?}");
-        assert_eq!(
-            finish, "stop",
-            "{name}, hlg {hlg}: {text:?} after {tokens} tokens"
-        );
-        assert!(
-            tokens <= 4,
-            "{name}, hlg {hlg}: {tokens} tokens for {text:?}"
-        );
-    }
+    let m = Tiny {
+        src: model(arch, vocab),
+        name: format!("{}-{vocab}", arch.name()),
+    };
+    let mode = m.probe_decides().await;
+    let without = m.disabled_path_is_the_engines().await;
+    m.identity_is_temperature(&without[1]).await;
+    m.hlg_changes_sampling(&without[1]).await;
+    let router = m.n_choices_follow_the_rules(mode.choices).await;
+    m.grammar_ends(&router).await;
     println!(
-        "{name}: every rule held in {:.1} s (probe: serial = {})",
+        "{}: every rule held in {:.1} s (probe: serial = {})",
+        m.name,
         start.elapsed().as_secs_f64(),
         mode.serial
     );
+}
+
+/// A tiny model and its name in messages and snapshots.
+struct Tiny {
+    src: ModelSource,
+    name: String,
+}
+
+impl Tiny {
+    async fn fresh(&self) -> axum::Router {
+        plugin(engine(&self.src).await, HlgConfig::default()).await
+    }
+
+    /// The probe, on an engine of its own: serial unless batched rows are right.
+    async fn probe_decides(&self) -> EngineMode {
+        let mode = HlgServerOptions::default()
+            .engine_mode(&engine(&self.src).await)
+            .await
+            .expect("engine mode");
+        let rows_right = batched_rows() == BatchedRows::Right;
+        assert_eq!(
+            mode.serial, !rows_right,
+            "{}: the probe ({mode:?})",
+            self.name
+        );
+        mode
+    }
+
+    /// The disabled path through the router the binaries build (probe included), against
+    /// upstream's router on the engine alone; then greedy with HLG on, untouched.
+    async fn disabled_path_is_the_engines(&self) -> [Vec<String>; 2] {
+        let name = &self.name;
+        let without = sweep(&upstream(engine(&self.src).await).await, json!({})).await;
+        let served = HlgServerOptions::default()
+            .router(engine(&self.src).await)
+            .await
+            .expect("router");
+        let absent = sweep(&served, json!({})).await;
+        assert_eq!(
+            absent, without,
+            "{name}: hlg absent differs from the engine alone"
+        );
+        assert_ne!(
+            without[1], without[0],
+            "{name}: T = {T} sampled the greedy text"
+        );
+        on_host(|| insta::assert_json_snapshot!(format!("engine_output_{name}"), without));
+        let greedy = run_prompts(&served, MAX_TOKENS, &with(0.0, json!({"hlg": true}))).await;
+        assert_eq!(
+            greedy, without[0],
+            "{name}: HLG changed a greedy generation"
+        );
+        without
+    }
+
+    async fn identity_is_temperature(&self, plain: &[String]) {
+        let identity = with(T, json!({"hlg": {"width": "off"}}));
+        let got = run_prompts(&self.fresh().await, MAX_TOKENS, &identity).await;
+        assert_eq!(
+            got, plain,
+            "{}: the identity curve differs from temperature",
+            self.name
+        );
+    }
+
+    async fn hlg_changes_sampling(&self, plain: &[String]) {
+        let a = run_prompts(&self.fresh().await, MAX_TOKENS, &hlg_request()).await;
+        let b = run_prompts(&self.fresh().await, MAX_TOKENS, &hlg_request()).await;
+        assert_eq!(
+            a, b,
+            "{}: HLG not reproducible on a fresh engine",
+            self.name
+        );
+        assert_ne!(
+            a, plain,
+            "{}: HLG did not change the sampled output",
+            self.name
+        );
+    }
+
+    /// n = 2 as the server runs it: split (wherever the probe says serial) gives what the
+    /// same requests give one after another. Returns the router, for more requests.
+    async fn n_choices_follow_the_rules(&self, choices: Choices) -> axum::Router {
+        let mut body = chat(PROMPTS[0], MAX_TOKENS, hlg_request());
+        body["n"] = json!(2);
+        let router = RouterBuilder::new(engine(&self.src).await)
+            .choices(choices)
+            .build()
+            .await
+            .unwrap();
+        let together = texts(&post_ok(&router, "/v1/chat/completions", &body).await);
+        assert_eq!(
+            together.len(),
+            2,
+            "{}: n = 2 answered {together:?}",
+            self.name
+        );
+        if choices == Choices::Split {
+            let single = self.fresh().await;
+            let one = chat(PROMPTS[0], MAX_TOKENS, hlg_request());
+            let mut apart = texts(&post_ok(&single, "/v1/chat/completions", &one).await);
+            apart.extend(texts(&post_ok(&single, "/v1/chat/completions", &one).await));
+            assert_eq!(together, apart, "{}: n = 2 split differs", self.name);
+        }
+        router
+    }
+
+    /// Structured output ends when its grammar is done, with HLG on and off.
+    async fn grammar_ends(&self, router: &axum::Router) {
+        for hlg in [false, true] {
+            let body = json!({"model": "default", "prompt": "Answer yes or no:", "max_tokens": 64,
+                "temperature": T, "hlg": hlg, "grammar": {"type": "regex", "value": "(yes|no)"}});
+            let resp = post_ok(router, "/v1/completions", &body).await;
+            let (text, finish) = (texts(&resp).concat(), &resp["choices"][0]["finish_reason"]);
+            let tokens = resp["usage"]["completion_tokens"].as_u64().unwrap();
+            let what = format!("{}, hlg {hlg}: {text:?} after {tokens} tokens", self.name);
+            assert!(text == "yes" || text == "no", "{what}");
+            assert_eq!(finish, "stop", "{what}");
+            assert!(tokens <= 4, "{what}");
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -18,11 +18,12 @@
 //! `c ± w` lies on the right side of every mid-band `x`.
 
 use crate::error::HlgError;
-use crate::params::{Field, Pivot, ToeShape, DEFAULT_PIVOT_OFFSET};
+use crate::params::{
+    Field, Pivot, ToeShape, DEFAULT_PIVOT, DEFAULT_PIVOT_OFFSET, DEFAULT_SHOULDER, DEFAULT_TOE,
+    DEFAULT_TOE_SHAPE, DEFAULT_WIDTH,
+};
 
 mod kernel;
-mod pivot;
-mod toe;
 
 /// A validated HLG curve: pivot (mode and offset), mid width, shoulder, toe and its shape:
 /// the fields of the `hlg` object, resolved.
@@ -61,12 +62,12 @@ pub struct HlgCurve {
 impl Default for HlgCurve {
     fn default() -> Self {
         HlgCurve {
-            pivot: Pivot::Top,
+            pivot: DEFAULT_PIVOT,
             pivot_offset: DEFAULT_PIVOT_OFFSET,
-            width: Some(3.0),
-            shoulder: Some(2.0),
-            toe: Some(1.0),
-            toe_shape: ToeShape::Quadratic,
+            width: DEFAULT_WIDTH,
+            shoulder: DEFAULT_SHOULDER,
+            toe: DEFAULT_TOE,
+            toe_shape: DEFAULT_TOE_SHAPE,
         }
     }
 }
@@ -96,6 +97,32 @@ impl HlgCurve {
             .with_shoulder(shoulder)?
             .with_toe(toe)?
             .with_toe_shape(toe_shape))
+    }
+
+    /// A curve from parts that were checked against [`HlgCurve::new`]'s ranges when they
+    /// were read (an [`HlgConfig`](crate::HlgConfig) holds only such values): the request
+    /// path validates once, at the edge.
+    pub(crate) fn from_checked(
+        pivot: Pivot,
+        pivot_offset: f32,
+        width: Option<f32>,
+        shoulder: Option<f32>,
+        toe: Option<f32>,
+        toe_shape: ToeShape,
+    ) -> Self {
+        let curve = HlgCurve {
+            pivot,
+            pivot_offset,
+            width,
+            shoulder,
+            toe,
+            toe_shape,
+        };
+        debug_assert!(
+            HlgCurve::new(pivot, pivot_offset, width, shoulder, toe, toe_shape).is_ok(),
+            "unchecked parts: {curve:?}"
+        );
+        curve
     }
 
     /// The curve that returns every input bit for bit (width off).
@@ -282,10 +309,30 @@ impl HlgCurve {
             let Some(b) = self.toe.map(f64::from) else {
                 return z;
             };
-            -w - toe::drop_f64(self.toe_shape, -z - w, b)
+            -w - toe_drop_f64(self.toe_shape, -z - w, b)
         } else {
             z
         }
+    }
+
+    /// The pivot `c` in raw-logit space for this vector, over its finite entries;
+    /// `None` when it has no finite entry.
+    ///
+    /// ```
+    /// use mistralrs_hlg::{HlgCurve, Pivot};
+    /// let x = [0.0, 0.0, -50.0];
+    /// assert_eq!(HlgCurve::default().pivot_of(&x), Some(-4.0));       // top − 4
+    /// let median = HlgCurve::default().with_pivot(Pivot::Median);
+    /// assert_eq!(median.pivot_of(&x), Some(0.0));
+    /// assert_eq!(median.pivot_of(&[f32::NAN]), None);
+    /// ```
+    pub fn pivot_of(&self, logits: &[f32]) -> Option<f32> {
+        let m = kernel::pivot::finite_max(logits)?;
+        Some(match self.pivot {
+            Pivot::Top => m - self.pivot_offset,
+            Pivot::Entropy => kernel::pivot::entropy_center(logits, m),
+            Pivot::Median => kernel::pivot::mass_median(logits, m),
+        })
     }
 
     /// Applies the curve in place, at unit gain (the host divides by the temperature
@@ -307,7 +354,8 @@ impl HlgCurve {
         let Some(c) = self.pivot_of(logits) else {
             return;
         };
-        toe::transform(logits, c, self);
+        let knee = kernel::toe::Knee::new(c, self);
+        kernel::toe::transform(logits, &knee, self.toe_shape);
     }
 
     /// Applies the curve to each row of a row-major `[B, V]` buffer, with a pivot per
@@ -333,4 +381,14 @@ impl HlgCurve {
 /// A knob's value checked against its field's range; `None` (off) passes.
 fn checked(field: Field, v: Option<f32>) -> Result<Option<f32>, HlgError> {
     v.map(|v| HlgError::check(field, v.into())).transpose()
+}
+
+/// The toe's drop `T(d)` below the lower knee in `f64` with the standard library's
+/// functions: the reference formula ([`HlgCurve::g1`]), not the kernel's.
+fn toe_drop_f64(shape: ToeShape, d: f64, b: f64) -> f64 {
+    match shape {
+        ToeShape::Log => b * (d / b).ln_1p(),
+        ToeShape::Quadratic => d + d * d / (2.0 * b),
+        ToeShape::Exp => b * (d / b).exp_m1(),
+    }
 }

@@ -21,6 +21,7 @@ use super::generate::{generate_seeded, SplitMix, Trace};
 use super::journal;
 use super::metrics::Stats;
 use super::sampler::Sampler;
+pub use super::stats::Estimate;
 use super::text::{distinct_n, self_bleu, words};
 use super::EvalError;
 
@@ -377,32 +378,6 @@ pub async fn run_prompt(
         }
     }
     Ok(())
-}
-
-/// A mean over prompts and its standard error.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Estimate {
-    /// The mean.
-    pub mean: f64,
-    /// Its standard error (0 with fewer than two values).
-    pub se: f64,
-}
-
-impl Estimate {
-    /// The mean of `v` and its standard error.
-    pub fn of(v: &[f64]) -> Estimate {
-        let n = v.len() as f64;
-        if v.is_empty() {
-            return Estimate::default();
-        }
-        let mean = v.iter().sum::<f64>() / n;
-        let se = if v.len() > 1 {
-            (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0) / n).sqrt()
-        } else {
-            0.0
-        };
-        Estimate { mean, se }
-    }
 }
 
 /// One prompt's measures over its samples.

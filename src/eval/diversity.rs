@@ -13,10 +13,7 @@ use super::EvalError;
 use crate::config::RawValue;
 use crate::{HlgConfig, ToeShape};
 
-/// The baselines' fixed parameters: top-p's nucleus and min-p's ratio.
-pub const TOP_P: f64 = 0.9;
-/// See [`TOP_P`].
-pub const MIN_P: f64 = 0.05;
+use super::sampler::{BASELINE_MIN_P, BASELINE_TOP_P};
 
 /// The methods at one entropy level: plain temperature at `t`, and top-p, min-p and HLG
 /// (each toe shape, the other knobs from `hlg`) at the temperature that gives them the
@@ -31,8 +28,14 @@ pub fn matched(
     let target = mean_entropy(&plain, rows());
     let mut out = vec![(plain, target)];
     let mut others = vec![
-        Sampler::TopP { t, p: TOP_P },
-        Sampler::MinP { t, min_p: MIN_P },
+        Sampler::TopP {
+            t,
+            p: BASELINE_TOP_P,
+        },
+        Sampler::MinP {
+            t,
+            min_p: BASELINE_MIN_P,
+        },
     ];
     for shape in ToeShape::ALL {
         let mut cfg = hlg.clone();
@@ -79,7 +82,7 @@ pub struct MethodResult {
 }
 
 fn mean_se(v: &[f64]) -> (f64, f64) {
-    let e = super::confirm::Estimate::of(v);
+    let e = super::stats::Estimate::of(v);
     (e.mean, e.se)
 }
 

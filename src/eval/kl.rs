@@ -4,9 +4,9 @@
 use serde::Serialize;
 
 use super::capture::Capture;
-use super::diversity::{MIN_P, TOP_P};
 use super::metrics::Stats;
 use super::sampler::{match_entropy, Sampler};
+use super::sampler::{BASELINE_MIN_P, BASELINE_TOP_P};
 use super::EvalError;
 use crate::config::RawValue;
 use crate::{HlgConfig, HlgCurve, ToeShape};
@@ -254,11 +254,17 @@ pub fn characterise_matched(
     };
     let baselines = vec![
         at(&Sampler::Temperature { t: level }, String::new()),
-        at(&Sampler::TopP { t: level, p: TOP_P }, String::new()),
+        at(
+            &Sampler::TopP {
+                t: level,
+                p: BASELINE_TOP_P,
+            },
+            String::new(),
+        ),
         at(
             &Sampler::MinP {
                 t: level,
-                min_p: MIN_P,
+                min_p: BASELINE_MIN_P,
             },
             String::new(),
         ),

@@ -3,6 +3,10 @@
 //! Outputs go under one directory (`eval-out/` by default). Results and the commands
 //! that reproduce them: `docs/RESULTS.md`.
 
+// The evaluation moves into a crate of its own, where its long functions are split
+// (issue #36); until then it is exempt from the 60-line bound the rest keeps.
+#![allow(clippy::too_many_lines)]
+
 pub mod capture;
 pub mod confirm;
 pub mod diversity;
@@ -18,6 +22,7 @@ pub mod plot;
 pub mod prompts;
 pub mod report;
 pub mod sampler;
+pub mod stats;
 pub mod text;
 
 pub use error::EvalError;

@@ -7,6 +7,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::HlgConfig;
 
+/// The fixed-knob baselines' parameters (the diversity and KL steps, the guardrail):
+/// top-p's nucleus mass. The frontier sweeps its own ranges (`frontier::TOP_P`).
+pub const BASELINE_TOP_P: f64 = 0.9;
+/// See [`BASELINE_TOP_P`]: min-p's ratio.
+pub const BASELINE_MIN_P: f64 = 0.05;
+
 /// A sampling method at a temperature.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "method", rename_all = "snake_case")]

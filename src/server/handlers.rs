@@ -84,7 +84,9 @@ pub(crate) async fn respond(
     responses::create(s, v, curve, body, prior).await
 }
 
-pub(crate) async fn chat(
+/// `POST /v1/chat/completions` (`S` = [`Chat`]) and `POST /v1/completions`
+/// ([`Completion`]).
+pub(crate) async fn generation<S: Surface>(
     State(s): State<Arc<AppState>>,
     headers: axum::http::HeaderMap,
     body: Bytes,
@@ -92,18 +94,7 @@ pub(crate) async fn chat(
     if let Some(resp) = not_json(&headers) {
         return resp;
     }
-    generate(s, body, one::<Chat>).await
-}
-
-pub(crate) async fn complete(
-    State(s): State<Arc<AppState>>,
-    headers: axum::http::HeaderMap,
-    body: Bytes,
-) -> Response {
-    if let Some(resp) = not_json(&headers) {
-        return resp;
-    }
-    generate(s, body, one::<Completion>).await
+    generate(s, body, one::<S>).await
 }
 
 /// An error of the engine's, as upstream's error writers take it.
@@ -134,6 +125,27 @@ pub(crate) trait Surface: Send + Sync + 'static {
     ) -> impl Future<Output = Response> + Send;
 }
 
+/// A surface's three writers, from upstream's module of that name: its error, stream and
+/// whole-answer functions have the same signatures in `chat_completion` and `completions`.
+macro_rules! upstream_writers {
+    ($module:ident) => {
+        fn error(state: SharedMistralRsState, e: EngineError) -> Response {
+            $module::handle_error(state, e).into_response()
+        }
+        fn stream(rx: Receiver<mistralrs_core::Response>, state: SharedMistralRsState) -> Response {
+            $module::create_streamer(rx, state, None, None).into_response()
+        }
+        async fn whole(
+            rx: &mut Receiver<mistralrs_core::Response>,
+            state: SharedMistralRsState,
+        ) -> Response {
+            $module::process_non_streaming_response(rx, state)
+                .await
+                .into_response()
+        }
+    };
+}
+
 /// `POST /v1/chat/completions`.
 pub(crate) struct Chat;
 
@@ -151,20 +163,7 @@ impl Surface for Chat {
             .await
             .map_err(|e| e.to_string())
     }
-    fn error(state: SharedMistralRsState, e: EngineError) -> Response {
-        chat_completion::handle_error(state, e).into_response()
-    }
-    fn stream(rx: Receiver<mistralrs_core::Response>, state: SharedMistralRsState) -> Response {
-        chat_completion::create_streamer(rx, state, None, None).into_response()
-    }
-    async fn whole(
-        rx: &mut Receiver<mistralrs_core::Response>,
-        state: SharedMistralRsState,
-    ) -> Response {
-        chat_completion::process_non_streaming_response(rx, state)
-            .await
-            .into_response()
-    }
+    upstream_writers!(chat_completion);
 }
 
 /// `POST /v1/completions`.
@@ -182,20 +181,7 @@ impl Surface for Completion {
     ) -> Result<(mistralrs_core::Request, bool), String> {
         completions::parse_request(req, state, tx).map_err(|e| e.to_string())
     }
-    fn error(state: SharedMistralRsState, e: EngineError) -> Response {
-        completions::handle_error(state, e).into_response()
-    }
-    fn stream(rx: Receiver<mistralrs_core::Response>, state: SharedMistralRsState) -> Response {
-        completions::create_streamer(rx, state, None, None).into_response()
-    }
-    async fn whole(
-        rx: &mut Receiver<mistralrs_core::Response>,
-        state: SharedMistralRsState,
-    ) -> Response {
-        completions::process_non_streaming_response(rx, state)
-            .await
-            .into_response()
-    }
+    upstream_writers!(completions);
 }
 
 /// One generation (one choice, or `n` batched) on route `S`: parsed by upstream, admitted

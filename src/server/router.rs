@@ -10,7 +10,7 @@ use mistralrs_server_core::types::SharedMistralRsState;
 use super::engine::Choices;
 use super::engine::{self, Gate};
 use super::error::ServerError;
-use super::handlers::{chat, complete, hlg_defaults, respond};
+use super::handlers::{generation, hlg_defaults, respond, Chat, Completion};
 use super::state::AppState;
 use super::{grammar, openapi, security};
 use crate::config::HlgConfig;
@@ -166,10 +166,10 @@ async fn routes(b: RouterBuilder) -> Result<Router, ServerError> {
     let own = Router::new();
     // Anthropic's Messages route is 0.9's (0.8.1 has none).
     #[cfg(mistralrs_host = "0.9")]
-    let own = own.route("/v1/messages", post(messages::create));
+    let own = own.route("/v1/messages", post(super::messages::create));
     Ok(own
-        .route("/v1/chat/completions", post(chat))
-        .route("/v1/completions", post(complete))
+        .route("/v1/chat/completions", post(generation::<Chat>))
+        .route("/v1/completions", post(generation::<Completion>))
         .route("/v1/responses", post(respond))
         .route("/v1/hlg", get(hlg_defaults))
         .route(
