@@ -406,75 +406,80 @@ pub fn write_plain_llama(dir: &Path, vocab: usize) -> anyhow::Result<PathBuf> {
 
 /// The Llama weights under Hugging Face's names, F32.
 fn plain_tensors(vocab: usize) -> anyhow::Result<std::collections::HashMap<String, Tensor>> {
-    let mut rng = Rng(0x1A3A ^ vocab as u64);
-    let mut tensors = std::collections::HashMap::new();
-    let mut put = |name: String, shape: &[usize], scale: Option<f32>| -> anyhow::Result<()> {
-        let n: usize = shape.iter().product();
-        let v: Vec<f32> = match scale {
-            Some(s) => (0..n).map(|_| rng.uniform(s)).collect(),
-            None => vec![1.0; n],
-        };
-        tensors.insert(name, Tensor::from_vec(v, shape, &Device::Cpu)?);
-        Ok(())
+    let mut w = PlainWeights {
+        rng: Rng(0x1A3A ^ vocab as u64),
+        out: std::collections::HashMap::new(),
     };
+    w.put("model.embed_tokens.weight", &[vocab, HIDDEN], Some(1.0))?;
+    w.put("model.norm.weight", &[HIDDEN], None)?;
+    w.put("lm_head.weight", &[vocab, HIDDEN], Some(OUTPUT_SCALE))?;
     let unit = |fan_in: usize| Some((3.0 / fan_in as f32).sqrt());
     let (q, kv) = (HEADS * HEAD_DIM, KV_HEADS * HEAD_DIM);
-    put(
-        "model.embed_tokens.weight".into(),
-        &[vocab, HIDDEN],
-        Some(1.0),
-    )?;
-    put("model.norm.weight".into(), &[HIDDEN], None)?;
-    put(
-        "lm_head.weight".into(),
-        &[vocab, HIDDEN],
-        Some(OUTPUT_SCALE),
-    )?;
     for l in 0..LAYERS {
         let p = format!("model.layers.{l}");
-        put(format!("{p}.input_layernorm.weight"), &[HIDDEN], None)?;
-        put(
-            format!("{p}.post_attention_layernorm.weight"),
+        w.put(&format!("{p}.input_layernorm.weight"), &[HIDDEN], None)?;
+        w.put(
+            &format!("{p}.post_attention_layernorm.weight"),
             &[HIDDEN],
             None,
         )?;
-        put(
-            format!("{p}.self_attn.q_proj.weight"),
+        w.put(
+            &format!("{p}.self_attn.q_proj.weight"),
             &[q, HIDDEN],
             unit(HIDDEN),
         )?;
-        put(
-            format!("{p}.self_attn.k_proj.weight"),
+        w.put(
+            &format!("{p}.self_attn.k_proj.weight"),
             &[kv, HIDDEN],
             unit(HIDDEN),
         )?;
-        put(
-            format!("{p}.self_attn.v_proj.weight"),
+        w.put(
+            &format!("{p}.self_attn.v_proj.weight"),
             &[kv, HIDDEN],
             unit(HIDDEN),
         )?;
-        put(
-            format!("{p}.self_attn.o_proj.weight"),
+        w.put(
+            &format!("{p}.self_attn.o_proj.weight"),
             &[HIDDEN, q],
             unit(q),
         )?;
-        put(
-            format!("{p}.mlp.gate_proj.weight"),
+        w.put(
+            &format!("{p}.mlp.gate_proj.weight"),
             &[FFN, HIDDEN],
             unit(HIDDEN),
         )?;
-        put(
-            format!("{p}.mlp.up_proj.weight"),
+        w.put(
+            &format!("{p}.mlp.up_proj.weight"),
             &[FFN, HIDDEN],
             unit(HIDDEN),
         )?;
-        put(
-            format!("{p}.mlp.down_proj.weight"),
+        w.put(
+            &format!("{p}.mlp.down_proj.weight"),
             &[HIDDEN, FFN],
             unit(FFN),
         )?;
     }
-    Ok(tensors)
+    Ok(w.out)
+}
+
+/// The weights of a plain model as they are drawn.
+struct PlainWeights {
+    rng: Rng,
+    out: std::collections::HashMap<String, Tensor>,
+}
+
+impl PlainWeights {
+    /// A tensor uniform in ±`scale`, or ones (a norm's scale) for `None`.
+    fn put(&mut self, name: &str, shape: &[usize], scale: Option<f32>) -> anyhow::Result<()> {
+        let n: usize = shape.iter().product();
+        let v: Vec<f32> = match scale {
+            Some(s) => (0..n).map(|_| self.rng.uniform(s)).collect(),
+            None => vec![1.0; n],
+        };
+        self.out
+            .insert(name.to_string(), Tensor::from_vec(v, shape, &Device::Cpu)?);
+        Ok(())
+    }
 }
 
 /// The Llama `config.json`.

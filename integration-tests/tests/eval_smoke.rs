@@ -3,6 +3,10 @@
 //! the guardrail scorer and the perf A/B. The full-size runs are `mistralrs-hlg eval …`
 //! (docs/RESULTS.md); this checks that each piece measures what it says.
 
+// Moves with the evaluation into its own crate, where its long functions are split
+// (issue #36); until then it is exempt from the 60-line bound the rest keeps.
+#![allow(clippy::too_many_lines)]
+
 use mistralrs::Model;
 use mistralrs_hlg::eval::capture::{self, Capture, CaptureConfig};
 use mistralrs_hlg::eval::generate::{generate, generate_seeded};

@@ -1,7 +1,7 @@
 //! Structured output stops when its grammar is done: a JSON-schema (or regex) request
 //! ends with `finish_reason` `stop` once its object is complete, and the completion-token
-//! count is what the text holds, with and without HLG. On mistral.rs 0.8.1 the server
-//! makes that so (`server::grammar`); 0.9 does it itself.
+//! count is what the text holds, with and without HLG (`server::grammar` makes it so on
+//! both hosts).
 
 use mistralrs_hlg_integration_tests::{chat, engine, fresh_plugin, post_ok, texts, upstream};
 use serde_json::{json, Value};

@@ -139,12 +139,8 @@ async fn routes(b: RouterBuilder) -> Result<Router, ServerError> {
         .await
         .map_err(ServerError::upstream("building upstream's router"))?;
     let upstream = engine::gated_upstream(upstream, gate.clone());
-    // mistral.rs 0.9 ends a finished grammar itself.
-    let grammar_stops = if cfg!(mistralrs_host = "0.9") {
-        vec![]
-    } else {
-        grammar::llguidance_eos(&mistralrs).await
-    };
+    // The tokens llguidance forces once a grammar is done (see `grammar`).
+    let grammar_stops = grammar::llguidance_eos(&mistralrs).await;
     let state = Arc::new(AppState {
         grammar_stops,
         mistralrs,

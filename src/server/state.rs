@@ -79,7 +79,7 @@ pub(crate) struct AppState {
     pub(crate) gate: Gate,
     /// Upstream's routes (gated), for the calls this crate hands back to them.
     pub(crate) upstream: Router,
-    /// The tokens that end a constrained request whose grammar is done (0.8.1; see
+    /// The tokens that end a constrained request whose grammar is done (see
     /// [`grammar`]).
     pub(crate) grammar_stops: Vec<(u32, String)>,
 }
