@@ -387,7 +387,7 @@ pub fn write_plain_llama(dir: &Path, vocab: usize) -> anyhow::Result<PathBuf> {
     std::fs::write(dir.join("config.json"), plain_config(vocab).to_string())?;
     std::fs::write(
         dir.join("tokenizer.json"),
-        unigram_tokenizer(vocab).to_string(),
+        byte_fallback_tokenizer(vocab).to_string(),
     )?;
     let tokenizer_config = serde_json::json!({
         "chat_template": CHAT_TEMPLATE,
@@ -509,7 +509,7 @@ fn plain_config(vocab: usize) -> serde_json::Value {
 /// characters), over the vocabulary of [`vocabulary`]. mistral.rs 0.8.1 reads only a
 /// `model.vocab` map (a unigram model's list panics its loader), and its llguidance needs
 /// a byte-fallback or byte-level decoder.
-fn unigram_tokenizer(size: usize) -> serde_json::Value {
+fn byte_fallback_tokenizer(size: usize) -> serde_json::Value {
     let (tokens, _, _) = vocabulary(size);
     let vocab: serde_json::Map<String, serde_json::Value> = tokens
         .iter()
