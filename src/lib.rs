@@ -29,13 +29,13 @@
 //! | `mistralrs` | `processor`: the mistral.rs logits processor and request arming |
 //! | `server` (default) | `server`: the OpenAI-compatible server on mistralrs-server-core |
 //! | `model` | `model`: the embedded default model, fetched with pip |
-//! | `eval` | `eval`: the evaluation of docs/RESULTS.md (capture, samplers, metrics, tables, figures) |
 //! | `cuda`, `cudnn`, `flash-attn` | the engine on CUDA (mistral.rs's features of the same names; need nvcc) |
 //! | `metal`, `accelerate` | the engine on Metal, Accelerate for its CPU work (macOS) |
 //! | `mkl` | Intel MKL for the engine's CPU work |
 //!
 //! The `mistralrs-hlg` binary is the `mistralrs-hlg-cli` crate (`cli/`), built on
-//! `server`, `model` and `eval`.
+//! `server` and `model`. The evaluation of docs/RESULTS.md is a workspace crate of its
+//! own, not published (`eval/`, the `mistralrs-hlg-eval` binary).
 //!
 //! `mlx` and `mlx-metal` move only the HLG transform (`--hlg-backend mlx`); the engine's
 //! device comes from `cuda` / `metal`, detected at start-up unless `--cpu` is given.
@@ -52,9 +52,6 @@ mod fastmath;
 pub mod params;
 
 pub mod backend;
-#[cfg(feature = "eval")]
-#[cfg_attr(docsrs, doc(cfg(feature = "eval")))]
-pub mod eval;
 #[cfg(feature = "model")]
 #[cfg_attr(docsrs, doc(cfg(feature = "model")))]
 pub mod model;

@@ -1,8 +1,7 @@
-//! `mistralrs-hlg curve`: the curve g₁(z) of each toe shape, as a table or an SVG.
+//! `mistralrs-hlg curve`: the curve g₁(z) of each toe shape, as a table (the SVG figure
+//! is `mistralrs-hlg-eval curve`, in the evaluation's crate).
 
-use std::path::PathBuf;
-
-use anyhow::{bail, Context};
+use anyhow::bail;
 use clap::Args;
 use mistralrs_hlg::server::HlgFlags;
 use mistralrs_hlg::{HlgConfig, ToeShape};
@@ -20,9 +19,6 @@ pub struct CurveArgs {
     /// Step.
     #[arg(long, default_value_t = 0.5)]
     step: f64,
-    /// Write an SVG plot here instead of printing the table.
-    #[arg(long)]
-    svg: Option<PathBuf>,
 }
 
 pub fn run(args: CurveArgs) -> anyhow::Result<()> {
@@ -41,27 +37,17 @@ pub fn run(args: CurveArgs) -> anyhow::Result<()> {
             (s, zs.iter().map(|&z| c.g1(z)).collect())
         })
         .collect();
-    match args.svg {
-        None => {
-            println!(
-                "z\tidentity\t{}",
-                curves
-                    .iter()
-                    .map(|c| c.0.name())
-                    .collect::<Vec<_>>()
-                    .join("\t")
-            );
-            for (i, z) in zs.iter().enumerate() {
-                let row: Vec<String> = curves.iter().map(|c| format!("{:.6}", c.1[i])).collect();
-                println!("{z}\t{z}\t{}", row.join("\t"));
-            }
-            Ok(())
-        }
-        Some(path) => {
-            std::fs::write(&path, mistralrs_hlg::eval::report::curve_plot(&zs, &curves))
-                .with_context(|| format!("writing {}", path.display()))?;
-            eprintln!("wrote {}", path.display());
-            Ok(())
-        }
+    println!(
+        "z\tidentity\t{}",
+        curves
+            .iter()
+            .map(|c| c.0.name())
+            .collect::<Vec<_>>()
+            .join("\t")
+    );
+    for (i, z) in zs.iter().enumerate() {
+        let row: Vec<String> = curves.iter().map(|c| format!("{:.6}", c.1[i])).collect();
+        println!("{z}\t{z}\t{}", row.join("\t"));
     }
+    Ok(())
 }

@@ -4,8 +4,6 @@
 use clap::{Parser, Subcommand};
 
 mod curve;
-mod eval;
-mod progress;
 mod serve;
 
 #[derive(Parser)]
@@ -22,19 +20,17 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Run the OpenAI-compatible server (the embedded SmolLM2-135M when no model is named).
-    Serve(mistralrs_hlg::server::ServeOptions),
+    Serve(Box<mistralrs_hlg::server::ServeOptions>),
     /// Fetch the embedded default model into the cache and print its path.
     FetchModel,
     /// Print the curve g₁(z) for each toe shape as a table, or draw it as SVG.
     Curve(curve::CurveArgs),
-    /// The evaluation (docs/RESULTS.md): logit capture, KL characterisation, ...
-    Eval(eval::EvalArgs),
 }
 
 fn main() -> anyhow::Result<()> {
     mistralrs_hlg::server::initialize_logging();
     match Cli::parse().cmd {
-        Cmd::Serve(args) => tokio::runtime::Runtime::new()?.block_on(serve::run(args)),
+        Cmd::Serve(args) => tokio::runtime::Runtime::new()?.block_on(serve::run(*args)),
         Cmd::FetchModel => {
             println!(
                 "{}",
@@ -43,13 +39,5 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Cmd::Curve(args) => curve::run(args),
-        Cmd::Eval(args) => {
-            // Before any thread exists: candle reads this once per thread, at its first
-            // quantized matmul.
-            if !args.quantized && std::env::var_os("CANDLE_DEQUANTIZE_ALL").is_none() {
-                std::env::set_var("CANDLE_DEQUANTIZE_ALL", "1");
-            }
-            eval::run(args.cmd)
-        }
     }
 }

@@ -144,21 +144,17 @@ async fn batching_on_is_correct_only_on_the_patched_engine() {
 /// the run probes first; failed steps on 0.9.2.
 #[tokio::test(flavor = "multi_thread")]
 async fn batched_seeded_samples_equal_serial_ones_only_where_batches_are_right() {
-    use mistralrs_hlg::eval::{confirm, frontier::Family, sampler::Sampler};
+    use mistralrs_hlg_eval::{confirm, frontier::Family, sampler::Sampler};
     let _one = one_at_a_time().await;
     let model = mistralrs::Model::new(engine().await);
-    let methods: Vec<confirm::Planned> = [
-        (Family::Temperature, "", 1.0),
-        (Family::Temperature, "hot", 1.5),
-    ]
-    .into_iter()
-    .map(|(family, knob, t)| confirm::Planned {
-        family,
-        knob: knob.into(),
-        sampler: Sampler::Temperature { t },
-        offline: Default::default(),
-    })
-    .collect();
+    let methods: Vec<confirm::Planned> = [("", 1.0), ("hot", 1.5)]
+        .map(|(knob, t)| confirm::Planned {
+            family: Family::Temperature,
+            knob: knob.into(),
+            sampler: Sampler::Temperature { t },
+            offline: Default::default(),
+        })
+        .into();
     let dir = std::env::temp_dir().join(format!("hlg-batched-confirm-{}", std::process::id()));
     let run = |batch: usize| {
         let (dir, model, methods) = (dir.join(format!("b{batch}")), &model, &methods);
@@ -168,9 +164,14 @@ async fn batched_seeded_samples_equal_serial_ones_only_where_batches_are_right()
                 .iter()
                 .map(|m| confirm::Store::open(&dir, m, 8).unwrap())
                 .collect();
-            let at = (0, mistralrs_hlg::eval::prompts::OPEN_ENDED[0]);
-            let done =
-                confirm::run_prompt(model, 1.0, methods, &mut stores, at, 4, batch, || {}).await;
+            let at = (0, mistralrs_hlg_eval::prompts::OPEN_ENDED[0]);
+            let draws = confirm::Draws {
+                model,
+                level: 1.0,
+                samples: 4,
+                batch,
+            };
+            let done = confirm::run_prompt(draws, methods, &mut stores, at, || {}).await;
             let _ = std::fs::remove_dir_all(&dir);
             done.map(|()| {
                 stores

@@ -93,7 +93,7 @@ impl Capture {
     /// (with as many rows) is not taken for it.
     ///
     /// ```
-    /// use mistralrs_hlg::eval::capture::{Capture, CaptureConfig, Row};
+    /// use mistralrs_hlg_eval::capture::{Capture, CaptureConfig, Row};
     /// let c = |x: f32| Capture {
     ///     config: CaptureConfig::default(),
     ///     vocab: 2,
@@ -136,7 +136,7 @@ impl Capture {
     pub fn load(dir: &Path) -> Result<Capture, EvalError> {
         let meta = dir.join("capture.json");
         let text = std::fs::read_to_string(&meta).map_err(EvalError::io(
-            "reading (run `mistralrs-hlg eval capture` first)",
+            "reading (run `mistralrs-hlg-eval capture` first)",
             &meta,
         ))?;
         let mut c: Capture = serde_json::from_str(&text).map_err(|e| EvalError::Data {
@@ -189,6 +189,50 @@ impl Capture {
     }
 }
 
+/// The step count and the recorded (step, logits) rows of one prompt's generation.
+type Seen = Arc<Mutex<(usize, Vec<(usize, Vec<f32>)>)>>;
+
+/// The logits processor of a capture: counts the steps into `sink`, keeps every
+/// `every`-th step's logits there and, when seeded, draws plain temperature's token
+/// itself from a stream named by the prompt (the host can then only pick that token).
+fn recorder(
+    config: &CaptureConfig,
+    prompt: &str,
+    sink: Seen,
+) -> impl Fn(&Tensor, &[u32]) -> candle_core::Result<Tensor> + Send + Sync + 'static {
+    let every = config.every;
+    let temperature = config.temperature;
+    let draws = config
+        .seeded
+        .then(|| Mutex::new(SplitMix::named(&format!("capture|{prompt}"))));
+    move |logits: &Tensor, _: &[u32]| {
+        let mut s = sink.lock().unwrap();
+        let step = s.0;
+        s.0 += 1;
+        let keep = step.is_multiple_of(every);
+        // Copied out only when recorded or drawn from.
+        let x = if keep || draws.is_some() {
+            logits.to_vec1::<f32>()?
+        } else {
+            vec![]
+        };
+        let out = match &draws {
+            // Plain temperature's draw, made here; the host can only pick this token.
+            Some(draws) => {
+                let pick = draw(&probs(&x, temperature), draws.lock().unwrap().unit());
+                let mut y = vec![0.0; x.len()];
+                pin(&mut y, pick);
+                Tensor::from_vec(y, x.len(), logits.device())?
+            }
+            None => logits.clone(),
+        };
+        if keep {
+            s.1.push((step, x));
+        }
+        Ok(out)
+    }
+}
+
 /// Generates from each prompt, one request after another, and records the logits at
 /// every `every`-th step. `progress` is called after each prompt.
 pub async fn capture(
@@ -211,41 +255,8 @@ pub async fn capture(
         logits: vec![],
     };
     for (pi, p) in prompts.iter().enumerate() {
-        // The step count and the recorded (step, logits) rows.
-        type Seen = Arc<Mutex<(usize, Vec<(usize, Vec<f32>)>)>>;
         let seen: Seen = Arc::default();
-        let sink = seen.clone();
-        let every = config.every;
-        let temperature = config.temperature;
-        let draws = config
-            .seeded
-            .then(|| Mutex::new(SplitMix::named(&format!("capture|{p}"))));
-        let record = move |logits: &Tensor, _: &[u32]| {
-            let mut s = sink.lock().unwrap();
-            let step = s.0;
-            s.0 += 1;
-            let keep = step.is_multiple_of(every);
-            // Copied out only when recorded or drawn from.
-            let x = if keep || draws.is_some() {
-                logits.to_vec1::<f32>()?
-            } else {
-                vec![]
-            };
-            let out = match &draws {
-                // Plain temperature's draw, made here; the host can only pick this token.
-                Some(draws) => {
-                    let pick = draw(&probs(&x, temperature), draws.lock().unwrap().unit());
-                    let mut y = vec![0.0; x.len()];
-                    pin(&mut y, pick);
-                    Tensor::from_vec(y, x.len(), logits.device())?
-                }
-                None => logits.clone(),
-            };
-            if keep {
-                s.1.push((step, x));
-            }
-            Ok(out)
-        };
+        let record = recorder(config, p, seen.clone());
         let req = RequestBuilder::new()
             .add_message(TextMessageRole::User, *p)
             .set_sampler_max_len(config.max_tokens)
@@ -275,7 +286,7 @@ pub async fn capture(
 pub async fn load_model(path: Option<&Path>) -> Result<mistralrs::Model, EvalError> {
     let gguf = match path {
         Some(p) => p.to_path_buf(),
-        None => crate::model::ensure_default_model()?,
+        None => mistralrs_hlg::model::ensure_default_model()?,
     };
     let (Some(dir), Some(file)) = (gguf.parent(), gguf.file_name()) else {
         return Err(EvalError::Invalid(format!(

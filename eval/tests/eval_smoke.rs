@@ -1,19 +1,15 @@
 //! The evaluation pipeline end to end on the embedded model, at a tiny size: capture,
 //! the KL characterisation, entropy matching, online generations through each sampler,
-//! the guardrail scorer and the perf A/B. The full-size runs are `mistralrs-hlg eval …`
+//! the guardrail scorer and the perf A/B. The full-size runs are `mistralrs-hlg-eval …`
 //! (docs/RESULTS.md); this checks that each piece measures what it says.
 
-// Moves with the evaluation into its own crate, where its long functions are split
-// (issue #36); until then it is exempt from the 60-line bound the rest keeps.
-#![allow(clippy::too_many_lines)]
-
 use mistralrs::Model;
-use mistralrs_hlg::eval::capture::{self, Capture, CaptureConfig};
-use mistralrs_hlg::eval::generate::{generate, generate_seeded};
-use mistralrs_hlg::eval::metrics::log_softmax;
-use mistralrs_hlg::eval::sampler::{mean_entropy, Sampler};
-use mistralrs_hlg::eval::{confirm, diversity, frontier, guardrail, kl, perf, prompts};
 use mistralrs_hlg::{HlgConfig, HlgCurve};
+use mistralrs_hlg_eval::capture::{self, Capture, CaptureConfig};
+use mistralrs_hlg_eval::generate::{generate, generate_seeded};
+use mistralrs_hlg_eval::metrics::log_softmax;
+use mistralrs_hlg_eval::sampler::{mean_entropy, Sampler};
+use mistralrs_hlg_eval::{confirm, diversity, frontier, guardrail, kl, perf, prompts};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_evaluation_pipeline_measures_what_it_says() {
@@ -151,7 +147,7 @@ async fn online_generation(model: &Model, c: &Capture) {
 async fn seeded_and_resumed(model: &Model) {
     let s = Sampler::Temperature { t: 1.2 };
     let p = prompts::OPEN_ENDED[1];
-    let seed = || mistralrs_hlg::eval::generate::SplitMix::named("smoke");
+    let seed = || mistralrs_hlg_eval::generate::SplitMix::named("smoke");
     let a = generate_seeded(model, p, &s, 8, seed()).await.unwrap();
     // Something else on the engine, drawn by the host's own generator.
     generate(model, p, &s, 8).await.unwrap();
@@ -168,16 +164,22 @@ async fn seeded_and_resumed(model: &Model) {
         offline: Default::default(),
     };
     let ps = [p];
+    let draws = |samples| confirm::Draws {
+        model,
+        level: 1.0,
+        samples,
+        batch: 1,
+    };
     let mut count = 0;
     let mut st = confirm::Store::open(&dir, &method, 6).unwrap();
-    confirm::run_method(model, &mut st, &method, 1.0, &ps, 2, 1, || count += 1)
+    confirm::run_method(draws(2), &mut st, &method, &ps, || count += 1)
         .await
         .unwrap();
     assert_eq!((count, st.samples.len()), (2, 2));
     let first = st.samples.clone();
     let mut st = confirm::Store::open(&dir, &method, 6).unwrap();
     assert_eq!(st.samples, first);
-    confirm::run_method(model, &mut st, &method, 1.0, &ps, 3, 1, || count += 1)
+    confirm::run_method(draws(3), &mut st, &method, &ps, || count += 1)
         .await
         .unwrap();
     assert_eq!((count, st.samples.len()), (3, 3));
@@ -188,7 +190,7 @@ async fn seeded_and_resumed(model: &Model) {
         .unwrap();
     assert_eq!(st.samples[2].text, text);
     // As the file holds it: serde_json reads some floats back an ulp away.
-    let read: mistralrs_hlg::eval::generate::Trace =
+    let read: mistralrs_hlg_eval::generate::Trace =
         serde_json::from_str(&serde_json::to_string(&trace).unwrap()).unwrap();
     assert_eq!(st.samples[2].trace, read);
     let c = confirm::measure(&[method], &[st.samples.clone()], &ps, 3);
@@ -203,6 +205,18 @@ async fn seeded_and_resumed(model: &Model) {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Whether `reply`'s first non-empty line holds one of `task`'s answers as a whole word,
+/// checked by hand.
+fn answered(reply: &str, task: &guardrail::Task) -> bool {
+    let first = reply
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .to_lowercase();
+    let mut words = first.split(|c: char| !c.is_alphanumeric());
+    words.any(|w| task.answers.contains(&w))
+}
+
 /// Guardrail: the scorer on the model's greedy answers agrees with a by-hand check of
 /// the replies it recorded.
 async fn guardrail_scorer(model: &Model) {
@@ -211,26 +225,14 @@ async fn guardrail_scorer(model: &Model) {
         .unwrap();
     assert_eq!(acc.items, 3);
     for ((ok, reply), task) in acc.replies.iter().zip(guardrail::TASKS) {
-        let first = reply
-            .lines()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or("")
-            .to_lowercase();
-        assert_eq!(
-            *ok,
-            task.answers
-                .iter()
-                .any(|a| first.split(|c: char| !c.is_alphanumeric()).any(|w| w == *a)),
-            "{reply:?}"
-        );
+        assert_eq!(*ok, answered(reply, task), "{reply:?}");
     }
     // Every method item by item: greedy once per item, the sampled ones from seeded
     // streams (the same call twice gives the same replies).
     let methods = [None, Some(Sampler::Temperature { t: 1.0 })];
     let tasks = &guardrail::TASKS[..2];
-    let all = guardrail::run_all(model, tasks, &methods, 2, 6, 1, None, || {})
-        .await
-        .unwrap();
+    let plan = two_samples(tasks, &methods);
+    let all = guardrail::run_all(model, plan, None, || {}).await.unwrap();
     assert_eq!(all[0].replies, acc.replies[..2]);
     assert_eq!(
         (all[0].samples, all[1].samples, all[1].replies.len()),
@@ -252,11 +254,9 @@ async fn guardrail_scorer(model: &Model) {
     let mut journal = guardrail::Journal::open(&path, &methods, 2, 6).unwrap();
     assert_eq!(journal.len(), 1);
     let mut ticks = 0;
-    let again = guardrail::run_all(model, tasks, &methods, 2, 6, 1, Some(&mut journal), || {
-        ticks += 1
-    })
-    .await
-    .unwrap();
+    let again = guardrail::run_all(model, plan, Some(&mut journal), || ticks += 1)
+        .await
+        .unwrap();
     assert_eq!((journal.len(), ticks), (2, 6));
     for (a, b) in again.iter().zip(&all) {
         assert_eq!(a.replies, b.replies);
@@ -275,6 +275,20 @@ async fn guardrail_scorer(model: &Model) {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The guardrail's `tasks` with `methods`: 2 samples of 6 tokens, one at a time.
+fn two_samples<'a>(
+    tasks: &'a [guardrail::Task],
+    methods: &'a [Option<Sampler>],
+) -> guardrail::Plan<'a> {
+    guardrail::Plan {
+        tasks,
+        methods,
+        samples: 2,
+        max_tokens: 6,
+        batch: 1,
+    }
+}
+
 /// The guardrail's first item, 2 samples of 6 tokens per method, through the journal at
 /// `path` opened afresh (as a run started again opens it).
 async fn first_item_through(
@@ -283,8 +297,8 @@ async fn first_item_through(
     methods: &[Option<Sampler>],
 ) -> Vec<guardrail::Accuracy> {
     let mut journal = guardrail::Journal::open(path, methods, 2, 6).unwrap();
-    let tasks = &guardrail::TASKS[..1];
-    guardrail::run_all(model, tasks, methods, 2, 6, 1, Some(&mut journal), || {})
+    let plan = two_samples(&guardrail::TASKS[..1], methods);
+    guardrail::run_all(model, plan, Some(&mut journal), || {})
         .await
         .unwrap()
 }

@@ -32,10 +32,10 @@ pub enum EvalError {
     Engine(Box<dyn std::error::Error + Send + Sync>),
     /// A curve setting of a sweep was refused.
     #[error(transparent)]
-    Curve(#[from] crate::HlgError),
+    Curve(#[from] mistralrs_hlg::HlgError),
     /// The embedded model could not be fetched.
     #[error(transparent)]
-    Model(#[from] crate::model::ModelError),
+    Model(#[from] mistralrs_hlg::model::ModelError),
 }
 
 impl EvalError {

@@ -8,8 +8,8 @@ use mistralrs::{RequestBuilder, TextMessageRole};
 use serde::Serialize;
 
 use super::EvalError;
-use crate::processor::HlgRequestExt;
-use crate::HlgCurve;
+use mistralrs_hlg::processor::HlgRequestExt;
+use mistralrs_hlg::HlgCurve;
 
 /// The methods of the A/B.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]

@@ -10,8 +10,8 @@ use super::generate::{generate, Trace};
 use super::sampler::{match_entropy, mean_entropy, Sampler};
 use super::text::{distinct_n, pooled_entropy, self_bleu, words};
 use super::EvalError;
-use crate::config::RawValue;
-use crate::{HlgConfig, ToeShape};
+use mistralrs_hlg::config::RawValue;
+use mistralrs_hlg::{HlgConfig, ToeShape};
 
 use super::sampler::{BASELINE_MIN_P, BASELINE_TOP_P};
 

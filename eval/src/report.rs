@@ -1,5 +1,5 @@
 //! The evaluation's tables (Markdown) and figures (SVG, through [`super::plot`]), from
-//! the results the other modules compute: what `mistralrs-hlg eval …` writes.
+//! the results the other modules compute: what `mistralrs-hlg-eval …` writes.
 
 use super::diversity::Doc;
 use super::frontier::{self, Family};
@@ -9,7 +9,7 @@ use super::metrics::Stats;
 use super::perf::Summary;
 use super::plot;
 use super::sampler::Sampler;
-use crate::ToeShape;
+use mistralrs_hlg::ToeShape;
 
 /// The diversity run as Markdown: one table per entropy level.
 pub fn diversity_table(doc: &Doc) -> String {
@@ -227,9 +227,16 @@ pub fn perf_table(
     md
 }
 
-/// The curve `g₁(z)` of each toe shape beside the identity (plain temperature), for
-/// `mistralrs-hlg curve --svg`.
-pub fn curve_plot(zs: &[f64], curves: &[(ToeShape, Vec<f64>)]) -> String {
+/// The curve `g₁(z)` of each toe shape under `cfg`'s other knobs, beside the identity
+/// (plain temperature), at `zs`: `mistralrs-hlg-eval curve`.
+pub fn curve_plot(cfg: &mistralrs_hlg::HlgConfig, zs: &[f64]) -> String {
+    let curves: Vec<(ToeShape, Vec<f64>)> = ToeShape::ALL
+        .into_iter()
+        .map(|s| {
+            let c = cfg.curve().with_toe_shape(s);
+            (s, zs.iter().map(|&z| c.g1(z)).collect())
+        })
+        .collect();
     let mut series = vec![plot::Series {
         name: "identity (temperature)",
         color: "#888",
@@ -432,18 +439,7 @@ pub fn confirm_table(doc: &super::confirm::Doc) -> String {
                 ),
                 None => Default::default(),
             };
-            let marks = |on: [bool; 2]| -> String {
-                ["T", "L"]
-                    .iter()
-                    .zip(on)
-                    .filter(|(_, on)| *on)
-                    .map(|(n, _)| *n)
-                    .collect()
-            };
-            let front = match (marks(c.on_frontier), marks(c.on_frontier_distinct1)) {
-                (a, b) if a.is_empty() && b.is_empty() => String::new(),
-                (a, b) => format!("{a} / {b}").trim().to_string(),
-            };
+            let front = frontier_marks(c);
             s += &format!(
                 "| {} | {} | {:.3} | {} | {} | {} | {} | {} | {} | {} | {} | {d1} | {dd} | {dt} | {dl} | {:.2e} / {:.3} | {front} |\n",
                 m.family.name(),
@@ -463,6 +459,23 @@ pub fn confirm_table(doc: &super::confirm::Doc) -> String {
         }
     }
     s
+}
+
+/// Where a confirmed method is on the online frontiers: `T` (against the tail-garbage
+/// rate) and `L` (against the base log-prob), for distinct-2, then for distinct-1.
+fn frontier_marks(c: &super::confirm::Confirmed) -> String {
+    let marks = |on: [bool; 2]| -> String {
+        ["T", "L"]
+            .iter()
+            .zip(on)
+            .filter(|(_, on)| *on)
+            .map(|(n, _)| *n)
+            .collect()
+    };
+    match (marks(c.on_frontier), marks(c.on_frontier_distinct1)) {
+        (a, b) if a.is_empty() && b.is_empty() => String::new(),
+        (a, b) => format!("{a} / {b}").trim().to_string(),
+    }
 }
 
 /// One line per toe shape, in its colour, through the points of that shape.
@@ -496,9 +509,10 @@ fn distinct<'a>(values: impl Iterator<Item = &'a str>) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::eval::kl::{MatchedPoint, Point};
-    use crate::eval::perf::Arm;
-    use crate::HlgConfig;
+    use crate::kl::{MatchedPoint, Point};
+    use crate::perf::Arm;
+    use crate::plot::read::{polylines, texts};
+    use mistralrs_hlg::HlgConfig;
 
     #[test]
     fn the_capability_table_pairs_against_temperature_and_min_p() {
@@ -593,9 +607,9 @@ mod tests {
         let svg = kl_knob_plot(&r, "toe", &r.sweeps[0].1);
         // Every toe shape is drawn in its own colour, every value labelled once per panel.
         for s in ToeShape::ALL {
-            assert!(svg.contains(plot::shape_color(s)), "{s}");
+            assert!(!polylines(&svg, plot::shape_color(s)).is_empty(), "{s}");
         }
-        assert_eq!(svg.matches(">off</text>").count(), 4);
+        assert_eq!(texts(&svg).iter().filter(|t| *t == "off").count(), 4);
         insta::assert_snapshot!("kl_knob_plot", svg);
     }
 
@@ -645,7 +659,7 @@ mod tests {
 
     #[test]
     fn diversity_table_and_frontier() {
-        use crate::eval::diversity::{Level, MethodResult};
+        use crate::diversity::{Level, MethodResult};
         let method = |name: &str, k: f64| MethodResult {
             sampler: Sampler::Temperature { t: 0.8 + 0.1 * k },
             name: name.into(),
@@ -681,25 +695,29 @@ mod tests {
         insta::assert_snapshot!("diversity_table", table);
         let svg = plot::frontier(&doc);
         // Each method's two levels joined by a line in each of the two panels.
-        assert_eq!(svg.matches("<polyline").count(), 2 * 2);
+        let joined: usize = doc.levels[0]
+            .methods
+            .iter()
+            .enumerate()
+            .map(|(i, _)| polylines(&svg, plot::FRONTIER_COLORS[i]).len())
+            .sum();
+        assert_eq!(joined, 2 * doc.levels[0].methods.len());
         insta::assert_snapshot!("frontier", svg);
     }
 
     #[test]
     fn curve_plot_draws_identity_and_every_shape() {
         let zs: Vec<f64> = (0..49).map(|i| -12.0 + 0.5 * i as f64).collect();
-        let curve = crate::HlgCurve::default();
-        let curves: Vec<(ToeShape, Vec<f64>)> = ToeShape::ALL
+        let svg = curve_plot(&mistralrs_hlg::HlgConfig::default(), &zs);
+        // The identity and each shape: one line of 49 points each.
+        for c in ["#888"]
             .into_iter()
-            .map(|s| {
-                (
-                    s,
-                    zs.iter().map(|&z| curve.with_toe_shape(s).g1(z)).collect(),
-                )
-            })
-            .collect();
-        let svg = curve_plot(&zs, &curves);
-        assert_eq!(svg.matches("<polyline").count(), 1 + ToeShape::ALL.len());
+            .chain(ToeShape::ALL.map(plot::shape_color))
+        {
+            let lines = polylines(&svg, c);
+            assert_eq!(lines.len(), 1, "{c}");
+            assert_eq!(lines[0].len(), zs.len(), "{c}");
+        }
         insta::assert_snapshot!("curve_plot", svg);
     }
 
@@ -741,13 +759,28 @@ mod tests {
         let cands = frontier::candidates(&levels, 2);
         insta::assert_snapshot!("frontier_table", frontier_table(&levels, &cands));
         let svg = frontier_plot(&levels);
-        assert!(
-            svg.contains("hlg shipped") && svg.contains("top-nσ"),
-            "{svg}"
-        );
-        assert_eq!(
-            svg.matches("<polyline").count(),
-            2 * (Family::ALL.len() + 1)
-        );
+        let t = texts(&svg);
+        assert!(t.iter().any(|x| x == "hlg shipped") && t.iter().any(|x| x == "top-nσ"));
+        // Each family's best and the shipped knobs, joined across the two levels, in
+        // both panels; a tail mass of 0 has no place on the log axis of the tail panel
+        // (HLG's best and the shipped knobs here), so that line is not drawn.
+        let tail = frontier::Measure::TailMass;
+        let shipped = frontier::shipped_knob();
+        let on_log_axis = |f: Family| {
+            levels[0]
+                .best(f, tail)
+                .is_some_and(|p| p.stats.tail_mass > 0.0)
+        };
+        let shipped_on = levels[0]
+            .points
+            .iter()
+            .any(|p| p.knob == shipped && p.stats.tail_mass > 0.0);
+        let lines = Family::ALL.map(|f| (f.color(), on_log_axis(f)));
+        for (c, on_log) in lines.into_iter().chain([("#e377c2", shipped_on)]) {
+            let drawn = polylines(&svg, c);
+            assert_eq!(drawn.len(), 1 + usize::from(on_log), "{c}");
+            assert!(drawn.iter().all(|l| l.len() == 2), "{c}");
+        }
+        assert!(!on_log_axis(Family::Hlg) && on_log_axis(Family::TopP));
     }
 }

@@ -8,8 +8,8 @@ use super::metrics::Stats;
 use super::sampler::{match_entropy, Sampler};
 use super::sampler::{BASELINE_MIN_P, BASELINE_TOP_P};
 use super::EvalError;
-use crate::config::RawValue;
-use crate::{HlgConfig, HlgCurve, ToeShape};
+use mistralrs_hlg::config::RawValue;
+use mistralrs_hlg::{HlgConfig, HlgCurve, ToeShape};
 
 /// One knob's sweep: the values tried (as the `hlg` object would carry them).
 #[derive(Clone, Debug)]

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::HlgConfig;
+use mistralrs_hlg::HlgConfig;
 
 /// The fixed-knob baselines' parameters (the diversity and KL steps, the guardrail):
 /// top-p's nucleus mass. The frontier sweeps its own ranges (`frontier::TOP_P`).

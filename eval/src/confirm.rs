@@ -110,7 +110,7 @@ pub fn plan(level: &frontier::Level, per_family: usize, hlg: usize) -> Vec<Plann
             Family::Hlg => {
                 let shipped = frontier::knob(&Sampler::Hlg {
                     t: 1.0,
-                    hlg: crate::HlgConfig::default().resolved(true),
+                    hlg: mistralrs_hlg::HlgConfig::default().resolved(true),
                 });
                 out.extend(
                     of.iter()
@@ -297,33 +297,32 @@ pub fn read_samples(dir: &Path, method: &Planned, max_tokens: usize) -> Vec<Samp
         .unwrap_or_default()
 }
 
+/// How a level's samples are drawn: on which model, at which level, how many per prompt
+/// and how many sent at once.
+#[derive(Clone, Copy)]
+pub struct Draws<'a> {
+    /// The model.
+    pub model: &'a mistralrs::Model,
+    /// The level (plain temperature's T), part of every sample's seed.
+    pub level: f64,
+    /// Samples per prompt.
+    pub samples: usize,
+    /// At most this many generations at once.
+    pub batch: usize,
+}
+
 /// Generates the samples of `method` that `store` does not hold yet: every prompt ×
-/// `samples`, prompt by prompt, at most `batch` at once. `progress` after each new sample.
-#[allow(clippy::too_many_arguments)]
+/// `draws.samples`, prompt by prompt. `progress` after each new sample.
 pub async fn run_method(
-    model: &mistralrs::Model,
+    draws: Draws<'_>,
     store: &mut Store,
     method: &Planned,
-    level: f64,
     prompts: &[&str],
-    samples: usize,
-    batch: usize,
     mut progress: impl FnMut(),
 ) -> Result<(), EvalError> {
     let (methods, stores) = (std::slice::from_ref(method), std::slice::from_mut(store));
     for (p, prompt) in prompts.iter().enumerate() {
-        let at = (p, *prompt);
-        run_prompt(
-            model,
-            level,
-            methods,
-            stores,
-            at,
-            samples,
-            batch,
-            &mut progress,
-        )
-        .await?;
+        run_prompt(draws, methods, stores, (p, *prompt), &mut progress).await?;
     }
     Ok(())
 }
@@ -333,22 +332,24 @@ pub async fn run_method(
 /// over every method, so that a run stopped early has every method on the same prompts,
 /// and the paired comparisons hold at any point.
 ///
-/// Up to `batch` samples are sent at once, which the engine decodes as one batch (one
-/// prompt: the same length). Only sound on an engine whose batched rows equal each
+/// Up to `draws.batch` samples are sent at once, which the engine decodes as one batch
+/// (one prompt: the same length). Only sound on an engine whose batched rows equal each
 /// sequence decoded alone (`server::engine::probe`): each sample's tokens are drawn from
 /// its own seeded stream, so the samples are then those of a run one at a time. The
 /// samples of a batch are stored in order once all of them are done.
-#[allow(clippy::too_many_arguments)]
 pub async fn run_prompt(
-    model: &mistralrs::Model,
-    level: f64,
+    draws: Draws<'_>,
     methods: &[Planned],
     stores: &mut [Store],
     (p, prompt): (usize, &str),
-    samples: usize,
-    batch: usize,
     mut progress: impl FnMut(),
 ) -> Result<(), EvalError> {
+    let Draws {
+        model,
+        level,
+        samples,
+        batch,
+    } = draws;
     let todo: Vec<(usize, usize)> = (0..methods.len())
         .flat_map(|j| (0..samples).map(move |k| (j, k)))
         .filter(|&(j, k)| !stores[j].has(prompt, k))
@@ -624,12 +625,12 @@ mod tests {
     use std::io::Write;
 
     use super::*;
-    use crate::eval::frontier::{point, Screened};
+    use crate::frontier::{point, Screened};
 
     fn level() -> frontier::Level {
         let shipped = frontier::knob(&Sampler::Hlg {
             t: 1.0,
-            hlg: crate::HlgConfig::default().resolved(true),
+            hlg: mistralrs_hlg::HlgConfig::default().resolved(true),
         });
         frontier::Level {
             level: 1.0,
@@ -694,7 +695,7 @@ mod tests {
             p.sampler = match p.family {
                 Family::Hlg => Sampler::Hlg {
                     t,
-                    hlg: crate::HlgConfig::default().resolved(true),
+                    hlg: mistralrs_hlg::HlgConfig::default().resolved(true),
                 },
                 _ => Sampler::Temperature { t },
             };
@@ -879,7 +880,7 @@ mod tests {
             target_entropy: 4.4,
             methods: c,
         };
-        let table = crate::eval::report::confirm_table(&Doc {
+        let table = crate::report::confirm_table(&Doc {
             prompts: 1,
             samples: 2,
             max_tokens: 32,
@@ -899,22 +900,32 @@ mod tests {
             rows[3].contains("| 0.250 ± 0.000 | -0.167 ± 0.000 |"),
             "{table}"
         );
-        let svg = crate::eval::plot::confirm(&level);
-        assert_eq!(svg.matches(r##"fill="none" stroke="#bbb""##).count(), 4);
-        assert_eq!(svg.matches(">distinct-2<").count(), 2);
-        assert_eq!(svg.matches(">distinct-1<").count(), 2);
-        assert_eq!(svg.matches(">min_p = 0.1<").count(), 4);
-        // Labels at a panel's right end end at their point: min-p moved right of
-        // temperature on both quality axes.
+        confirm_plot_rows_and_labels(&level);
+    }
+
+    /// The plot of [`each_diversity_measure_has_its_frontier`]'s level: a row of panels
+    /// per diversity measure, each knob labelled in every panel, a label at a panel's
+    /// right end ending at its point.
+    fn confirm_plot_rows_and_labels(level: &Level) {
+        let svg = crate::plot::confirm(level);
+        let t = crate::plot::read::texts(&svg);
+        let count = |want: &str| t.iter().filter(|x| *x == want).count();
+        assert_eq!((count("distinct-2"), count("distinct-1")), (2, 2), "{t:?}");
+        assert_eq!(count("min_p = 0.1"), 4);
+        // Min-p moved right of temperature on both quality axes.
         let mut shifted = level.clone();
         shifted.methods[1].tail_rate.mean = 0.9;
         shifted.methods[1].base_logprob.mean = -1.0;
-        let svg = crate::eval::plot::confirm(&shifted);
-        assert_eq!(svg.matches(r#"text-anchor="end">min_p = 0.1<"#).count(), 4);
-        assert_eq!(
-            svg.matches(r#"text-anchor="start">temperature<"#).count(),
-            4
-        );
+        let svg = crate::plot::confirm(&shifted);
+        let anchored = |label: &str, anchor: &str| {
+            let lines: Vec<&str> = svg.lines().collect();
+            lines
+                .windows(2)
+                .filter(|w| w[1] == label && w[0].contains(&format!(r#"text-anchor="{anchor}""#)))
+                .count()
+        };
+        assert_eq!(anchored("min_p = 0.1", "end"), 4);
+        assert_eq!(anchored("temperature", "start"), 4);
     }
 
     #[test]

@@ -19,8 +19,8 @@ use super::kl::mean_stats_with;
 use super::metrics::Stats;
 use super::sampler::{match_entropy, mean_entropy, Sampler};
 use super::EvalError;
-use crate::config::RawValue;
-use crate::{HlgConfig, Pivot, ToeShape};
+use mistralrs_hlg::config::RawValue;
+use mistralrs_hlg::{HlgConfig, Pivot, ToeShape};
 
 /// A family of samplers, each with its own knob.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -426,7 +426,7 @@ pub(crate) fn point(family: Family, knob: &str, tail_mass: f64, base_logprob: f6
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::eval::capture::{CaptureConfig, Row};
+    use crate::capture::{CaptureConfig, Row};
 
     /// A capture of `rows` synthetic positions over a vocabulary of 64: a few likely
     /// tokens and a long tail, shifted per row.

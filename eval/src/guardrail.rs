@@ -248,14 +248,34 @@ pub async fn run(
     progress: impl FnMut(),
 ) -> Result<Accuracy, EvalError> {
     let methods = [sampler.cloned()];
-    let mut out = run_all(
-        model, tasks, &methods, samples, max_tokens, 1, None, progress,
-    )
-    .await?;
+    let plan = Plan {
+        tasks,
+        methods: &methods,
+        samples,
+        max_tokens,
+        batch: 1,
+    };
+    let mut out = run_all(model, plan, None, progress).await?;
     Ok(out.remove(0))
 }
 
-/// Runs every task of `tasks` with each of `methods`, item by item: greedy once for
+/// What a guardrail run asks: the tasks, the methods (`None`: greedy), samples per item
+/// for a sampled method, the reply length and how many generations go at once.
+#[derive(Clone, Copy)]
+pub struct Plan<'a> {
+    /// The items.
+    pub tasks: &'a [Task],
+    /// The methods; `None` is greedy, sampled once.
+    pub methods: &'a [Option<Sampler>],
+    /// Draws per item for a sampled method.
+    pub samples: usize,
+    /// Tokens per reply.
+    pub max_tokens: usize,
+    /// At most this many generations at once.
+    pub batch: usize,
+}
+
+/// Runs every task of the plan with each of its methods, item by item: greedy once for
 /// `None`, else `samples` draws, `max_tokens` tokens each. Sample `k` of an item draws
 /// from a stream seeded by the method, the item and `k`, so the replies do not depend
 /// on what runs beside them: up to `batch` generations are sent at once, which is sound
@@ -263,17 +283,19 @@ pub async fn run(
 /// [`super::confirm::run_prompt`]). With a `journal` (opened for the same methods,
 /// samples and length), items it holds are read from it and each new item is added to it
 /// as soon as it is finished.
-#[allow(clippy::too_many_arguments)]
 pub async fn run_all(
     model: &mistralrs::Model,
-    tasks: &[Task],
-    methods: &[Option<Sampler>],
-    samples: usize,
-    max_tokens: usize,
-    batch: usize,
+    plan: Plan<'_>,
     mut journal: Option<&mut Journal>,
     mut progress: impl FnMut(),
 ) -> Result<Vec<Accuracy>, EvalError> {
+    let Plan {
+        tasks,
+        methods,
+        samples,
+        max_tokens,
+        batch,
+    } = plan;
     let draws = |m: &Option<Sampler>| if m.is_some() { samples.max(1) } else { 1 };
     let mut replies: Vec<Vec<(bool, String)>> = vec![vec![]; methods.len()];
     let mut per_item: Vec<Vec<f64>> = vec![vec![]; methods.len()];

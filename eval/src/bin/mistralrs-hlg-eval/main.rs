@@ -1,33 +1,47 @@
-//! `mistralrs-hlg eval …`: the evaluation's command line. The work and the tables and
-//! figures are library code (`mistralrs_hlg::eval`); this runs it and writes the files.
-
-// Moves with the evaluation into its own crate, where its long functions are split
-// (issue #36); until then it is exempt from the 60-line bound the rest keeps.
-#![allow(clippy::too_many_lines)]
+//! `mistralrs-hlg-eval …`: the evaluation's command line. The work and the tables and
+//! figures are library code (`mistralrs_hlg_eval`); this runs it and writes the files.
 
 use std::path::PathBuf;
 
 use anyhow::bail;
 use clap::{Args, Parser, Subcommand};
 use mistralrs_hlg::config::RawValue;
-use mistralrs_hlg::eval::sampler::Sampler;
-use mistralrs_hlg::eval::{capture, kl, plot, prompts, report};
 use mistralrs_hlg::params::Field;
 use mistralrs_hlg::server::HlgFlags;
 use mistralrs_hlg::ToeShape;
+use mistralrs_hlg_eval::sampler::Sampler;
+use mistralrs_hlg_eval::{capture, kl, plot, prompts, report};
 
 use crate::progress::progress;
 
-#[derive(Args)]
-pub struct EvalArgs {
+mod progress;
+
+#[derive(Parser)]
+#[command(
+    name = "mistralrs-hlg-eval",
+    version,
+    about = "The evaluation of HLG sampling (docs/RESULTS.md)"
+)]
+struct Cli {
     /// Run the model on its quantized GGUF blocks. By default the evaluation has candle
     /// dequantize the weights to f32 at load (CANDLE_DEQUANTIZE_ALL=1): the same weights,
     /// about 3× faster here, because candle 0.10 has no SIMD kernel for Q4_1 (the embedded
     /// model's type) and uses its Q8_0 one only when AVX2 is enabled at compile time.
     #[arg(long, global = true)]
-    pub quantized: bool,
+    quantized: bool,
     #[command(subcommand)]
-    pub cmd: EvalCmd,
+    cmd: EvalCmd,
+}
+
+fn main() -> anyhow::Result<()> {
+    mistralrs_hlg::server::initialize_logging();
+    let cli = Cli::parse();
+    // Before any thread exists: candle reads this once per thread, at its first
+    // quantized matmul.
+    if !cli.quantized && std::env::var_os("CANDLE_DEQUANTIZE_ALL").is_none() {
+        std::env::set_var("CANDLE_DEQUANTIZE_ALL", "1");
+    }
+    run(cli.cmd)
 }
 
 #[derive(Subcommand)]
@@ -54,6 +68,9 @@ pub enum EvalCmd {
     /// done in parts equals one done at once). OUT/confirm.json, OUT/confirm.md,
     /// OUT/confirm-<T>.svg, rewritten after every prompt.
     Confirm(ConfirmArgs),
+    /// Draw the curve g₁(z) of each toe shape beside the identity, as an SVG (the table
+    /// is `mistralrs-hlg curve`).
+    Curve(CurveArgs),
     /// Diversity at matched entropy: temperature, top-p 0.9, min-p 0.05 and HLG (each toe
     /// shape), each at the temperature that gives it plain temperature's mean entropy at
     /// --level (matched on the captured logits); open-ended prompts × --samples each.
@@ -143,13 +160,13 @@ pub struct ConfirmArgs {
     #[arg(long, value_delimiter = ',', default_value = "0.8,1.0,1.3")]
     levels: Vec<f64>,
     /// Open-ended prompts (at most 48: the capture's 24, then 24 held out).
-    #[arg(long, default_value_t = mistralrs_hlg::eval::confirm::PROMPTS)]
+    #[arg(long, default_value_t = mistralrs_hlg_eval::confirm::PROMPTS)]
     prompts: usize,
     /// Samples per prompt.
-    #[arg(long, default_value_t = mistralrs_hlg::eval::confirm::SAMPLES)]
+    #[arg(long, default_value_t = mistralrs_hlg_eval::confirm::SAMPLES)]
     samples: usize,
     /// Tokens per sample.
-    #[arg(long, default_value_t = mistralrs_hlg::eval::confirm::MAX_TOKENS)]
+    #[arg(long, default_value_t = mistralrs_hlg_eval::confirm::MAX_TOKENS)]
     max_tokens: usize,
     /// Settings per baseline family (top-p, min-p, top-nσ).
     #[arg(long, default_value_t = 2)]
@@ -160,7 +177,7 @@ pub struct ConfirmArgs {
     /// Samples sent to the engine at once, when its batched rows are right (checked at
     /// start-up; mistral.rs 0.8.1's CPU decode is not: there one at a time, or build the
     /// patched engine with scripts/patched-eval). The same samples either way.
-    #[arg(long, default_value_t = mistralrs_hlg::eval::confirm::BATCH)]
+    #[arg(long, default_value_t = mistralrs_hlg_eval::confirm::BATCH)]
     batch: usize,
     /// Print the plan and what is left to sample, and stop.
     #[arg(long)]
@@ -210,7 +227,7 @@ pub struct GuardrailArgs {
     level: Option<f64>,
     /// Generations sent to the engine at once, when its batched rows are right (as
     /// `eval confirm --batch`). The same replies either way: each draw is seeded.
-    #[arg(long, default_value_t = mistralrs_hlg::eval::confirm::BATCH)]
+    #[arg(long, default_value_t = mistralrs_hlg_eval::confirm::BATCH)]
     batch: usize,
 }
 
@@ -243,6 +260,23 @@ pub struct Online {
 }
 
 #[derive(Args)]
+pub struct CurveArgs {
+    /// The SVG file to write.
+    out: PathBuf,
+    #[command(flatten)]
+    hlg: HlgFlags,
+    /// Smallest z (nats from the pivot).
+    #[arg(long, default_value_t = -24.0, allow_hyphen_values = true)]
+    from: f64,
+    /// Largest z.
+    #[arg(long, default_value_t = 12.0, allow_hyphen_values = true)]
+    to: f64,
+    /// Step.
+    #[arg(long, default_value_t = 0.5)]
+    step: f64,
+}
+
+#[derive(Args)]
 pub struct EvalOut {
     /// The directory every output goes under.
     #[arg(long, default_value = "eval-out")]
@@ -250,7 +284,7 @@ pub struct EvalOut {
 }
 
 /// Runs one `eval` subcommand.
-pub fn run(cmd: EvalCmd) -> anyhow::Result<()> {
+fn run(cmd: EvalCmd) -> anyhow::Result<()> {
     match cmd {
         EvalCmd::All(out) => all(out),
         EvalCmd::Capture(args) => capture(args),
@@ -260,6 +294,7 @@ pub fn run(cmd: EvalCmd) -> anyhow::Result<()> {
         EvalCmd::Diversity(args) => diversity(args),
         EvalCmd::Guardrail(args) => guardrail(args),
         EvalCmd::Perf(args) => perf(args),
+        EvalCmd::Curve(args) => curve(args),
     }
 }
 
@@ -268,15 +303,12 @@ fn all(out: EvalOut) -> anyhow::Result<()> {
     for step in ["capture", "kl", "diversity", "guardrail", "perf"] {
         eprintln!("=== eval {step}");
         let argv = [
-            "mistralrs-hlg".as_ref(),
-            "eval".as_ref(),
+            "mistralrs-hlg-eval".as_ref(),
             step.as_ref(),
             "--out".as_ref(),
             out.out.as_os_str(),
         ];
-        if let crate::Cmd::Eval(args) = crate::Cli::try_parse_from(argv)?.cmd {
-            run(args.cmd)?;
-        }
+        run(Cli::try_parse_from(argv)?.cmd)?;
     }
     Ok(())
 }
@@ -370,7 +402,7 @@ fn kl(args: KlArgs) -> anyhow::Result<()> {
 }
 
 fn frontier(args: FrontierArgs) -> anyhow::Result<()> {
-    use mistralrs_hlg::eval::frontier;
+    use mistralrs_hlg_eval::frontier;
     let FrontierArgs {
         out,
         levels,
@@ -444,8 +476,8 @@ fn kept_level(
     path: &std::path::Path,
     c: &capture::Capture,
     settings: &[Sampler],
-) -> Option<mistralrs_hlg::eval::frontier::Level> {
-    use mistralrs_hlg::eval::frontier;
+) -> Option<mistralrs_hlg_eval::frontier::Level> {
+    use mistralrs_hlg_eval::frontier;
     let text = std::fs::read_to_string(path).ok()?;
     let knobs: Vec<String> = settings.iter().map(frontier::knob).collect();
     serde_json::from_str::<frontier::Level>(&text)
@@ -461,8 +493,8 @@ fn screen_levels(
     settings: &[Sampler],
     levels: &[f64],
     threads: usize,
-) -> anyhow::Result<Vec<mistralrs_hlg::eval::frontier::Level>> {
-    use mistralrs_hlg::eval::frontier;
+) -> anyhow::Result<Vec<mistralrs_hlg_eval::frontier::Level>> {
+    use mistralrs_hlg_eval::frontier;
     std::fs::create_dir_all(dir)?;
     let mut done = vec![];
     for &level in levels {
@@ -483,8 +515,20 @@ fn screen_levels(
     Ok(done)
 }
 
+fn check_confirm(
+    prompts: usize,
+    samples: usize,
+    max_tokens: usize,
+    batch: usize,
+) -> anyhow::Result<()> {
+    if !(1..=48).contains(&prompts) || samples < 2 || max_tokens == 0 || batch == 0 {
+        bail!("--prompts 1 to 48, --samples at least 2 (self-BLEU compares samples), --max-tokens at least 1, --batch at least 1");
+    }
+    Ok(())
+}
+
 fn confirm(args: ConfirmArgs) -> anyhow::Result<()> {
-    use mistralrs_hlg::eval::confirm;
+    use mistralrs_hlg_eval::confirm;
     let ConfirmArgs {
         out,
         model,
@@ -498,9 +542,7 @@ fn confirm(args: ConfirmArgs) -> anyhow::Result<()> {
         plan_only,
     } = args;
     check_levels(&levels)?;
-    if !(1..=48).contains(&prompts) || samples < 2 || max_tokens == 0 || batch == 0 {
-        bail!("--prompts 1 to 48, --samples at least 2 (self-BLEU compares samples), --max-tokens at least 1, --batch at least 1");
-    }
+    check_confirm(prompts, samples, max_tokens, batch)?;
     let screened = levels
         .iter()
         .map(|&l| read_screened(&out.out, l))
@@ -531,18 +573,22 @@ fn confirm(args: ConfirmArgs) -> anyhow::Result<()> {
         // prompts done.
         for (i, &l) in levels.iter().enumerate() {
             for (p, prompt) in ps.iter().enumerate() {
+                let draws = confirm::Draws {
+                    model: &m,
+                    level: l,
+                    samples,
+                    batch,
+                };
                 let (plan, st, at) = (&plans[i], &mut stores[i], (p, *prompt));
-                confirm::run_prompt(&m, l, plan, st, at, samples, batch, || bar.inc(1)).await?;
+                confirm::run_prompt(draws, plan, st, at, || bar.inc(1)).await?;
                 report.write(&screened, &plans, &stores)?;
             }
         }
         bar.finish();
         anyhow::Ok(())
     })?;
-    eprintln!(
-        "confirm.json, confirm.md, confirm-<T>.svg → {}",
-        out.out.display()
-    );
+    let dir = out.out.display();
+    eprintln!("confirm.json, confirm.md, confirm-<T>.svg → {dir}");
     Ok(())
 }
 
@@ -575,12 +621,12 @@ async fn probed_batch(m: &capture::Model, asked: usize) -> usize {
 fn open_stores(
     out: &std::path::Path,
     levels: &[f64],
-    plans: &[Vec<mistralrs_hlg::eval::confirm::Planned>],
+    plans: &[Vec<mistralrs_hlg_eval::confirm::Planned>],
     ps: &[&str],
     samples: usize,
     max_tokens: usize,
-) -> anyhow::Result<(Vec<Vec<mistralrs_hlg::eval::confirm::Store>>, usize)> {
-    use mistralrs_hlg::eval::confirm::Store;
+) -> anyhow::Result<(Vec<Vec<mistralrs_hlg_eval::confirm::Store>>, usize)> {
+    use mistralrs_hlg_eval::confirm::Store;
     let dir = |l: f64| out.join("confirm").join(format!("level-{l}"));
     let mut stores: Vec<Vec<Store>> = vec![];
     let mut left = 0;
@@ -611,11 +657,11 @@ fn open_stores(
 fn read_screened(
     out: &std::path::Path,
     level: f64,
-) -> anyhow::Result<mistralrs_hlg::eval::frontier::Level> {
+) -> anyhow::Result<mistralrs_hlg_eval::frontier::Level> {
     let path = out.join("frontier").join(format!("level-{level}.json"));
     let text = std::fs::read_to_string(&path).map_err(|e| {
         anyhow::anyhow!(
-            "{}: {e}; screen the level first: mistralrs-hlg eval frontier --levels {level}",
+            "{}: {e}; screen the level first: mistralrs-hlg-eval frontier --levels {level}",
             path.display()
         )
     })?;
@@ -638,13 +684,13 @@ impl ConfirmReport<'_> {
     /// level sampled under OUT/confirm, read as it is (another run may be adding to it).
     fn write(
         &self,
-        screened: &[mistralrs_hlg::eval::frontier::Level],
-        plans: &[Vec<mistralrs_hlg::eval::confirm::Planned>],
-        stores: &[Vec<mistralrs_hlg::eval::confirm::Store>],
+        screened: &[mistralrs_hlg_eval::frontier::Level],
+        plans: &[Vec<mistralrs_hlg_eval::confirm::Planned>],
+        stores: &[Vec<mistralrs_hlg_eval::confirm::Store>],
     ) -> anyhow::Result<()> {
-        use mistralrs_hlg::eval::confirm;
+        use mistralrs_hlg_eval::confirm;
         let (ps, samples) = (self.ps, self.samples);
-        let level = |l: &mistralrs_hlg::eval::frontier::Level,
+        let level = |l: &mistralrs_hlg_eval::frontier::Level,
                      plan: &[confirm::Planned],
                      runs: Vec<Vec<confirm::Sample>>| confirm::Level {
             level: l.level,
@@ -690,8 +736,8 @@ impl ConfirmReport<'_> {
     /// their sample directories.
     fn other_levels(
         &self,
-        screened: &[mistralrs_hlg::eval::frontier::Level],
-    ) -> anyhow::Result<Vec<(mistralrs_hlg::eval::frontier::Level, std::path::PathBuf)>> {
+        screened: &[mistralrs_hlg_eval::frontier::Level],
+    ) -> anyhow::Result<Vec<(mistralrs_hlg_eval::frontier::Level, std::path::PathBuf)>> {
         let Ok(entries) = std::fs::read_dir(self.dir.join("confirm")) else {
             return Ok(vec![]);
         };
@@ -723,7 +769,7 @@ fn diversity(args: DiversityArgs) -> anyhow::Result<()> {
         samples,
         max_tokens,
     } = args;
-    use mistralrs_hlg::eval::diversity;
+    use mistralrs_hlg_eval::diversity;
     if !(level > 0.0 && level.is_finite()) || prompts == 0 || samples == 0 || max_tokens == 0 {
         bail!("--level must be > 0; --prompts, --samples and --max-tokens at least 1");
     }
@@ -778,12 +824,12 @@ fn warn_if_other_weights(c: &capture::Capture) {
 /// the table and the frontier.
 fn write_diversity(
     dir: &std::path::Path,
-    level: mistralrs_hlg::eval::diversity::Level,
+    level: mistralrs_hlg_eval::diversity::Level,
     prompts: usize,
     samples: usize,
     max_tokens: usize,
 ) -> anyhow::Result<()> {
-    use mistralrs_hlg::eval::diversity;
+    use mistralrs_hlg_eval::diversity;
     std::fs::create_dir_all(dir)?;
     let path = dir.join("diversity.json");
     let previous = std::fs::read_to_string(&path).ok();
@@ -801,6 +847,29 @@ fn write_diversity(
     Ok(())
 }
 
+/// The journal of a guardrail run (of a level's candidates, or of the fixed methods):
+/// finished items are kept as they come, so a stopped run continues where it was.
+fn guardrail_journal(
+    out: &std::path::Path,
+    level: Option<f64>,
+    samplers: &[Option<Sampler>],
+    samples: usize,
+    max_tokens: usize,
+) -> anyhow::Result<mistralrs_hlg_eval::guardrail::Journal> {
+    let stem = level.map_or("guardrail".to_string(), |l| format!("guardrail-{l}"));
+    let path = out.join("guardrail").join(format!("{stem}.jsonl"));
+    let journal =
+        mistralrs_hlg_eval::guardrail::Journal::open(&path, samplers, samples, max_tokens)?;
+    if !journal.is_empty() {
+        let n = journal.len();
+        eprintln!(
+            "guardrail: {n} items already answered in {}",
+            path.display()
+        );
+    }
+    Ok(journal)
+}
+
 fn guardrail(args: GuardrailArgs) -> anyhow::Result<()> {
     let GuardrailArgs {
         online,
@@ -811,7 +880,7 @@ fn guardrail(args: GuardrailArgs) -> anyhow::Result<()> {
         level,
         batch,
     } = args;
-    use mistralrs_hlg::eval::guardrail;
+    use mistralrs_hlg_eval::guardrail;
     if temperatures.iter().any(|t| !(*t > 0.0 && t.is_finite()))
         || max_tokens == 0
         || samples == 0
@@ -827,37 +896,19 @@ fn guardrail(args: GuardrailArgs) -> anyhow::Result<()> {
     let n = items
         .unwrap_or(guardrail::TASKS.len())
         .min(guardrail::TASKS.len());
-    // Finished items are kept as they come, so a stopped run continues where it was.
-    let stem = level.map_or("guardrail".to_string(), |l| format!("guardrail-{l}"));
-    let journal_path = online
-        .out
-        .out
-        .join("guardrail")
-        .join(format!("{stem}.jsonl"));
-    let mut journal = guardrail::Journal::open(&journal_path, &samplers, samples, max_tokens)?;
-    if !journal.is_empty() {
-        eprintln!(
-            "guardrail: {} items already answered in {}",
-            journal.len(),
-            journal_path.display()
-        );
-    }
+    let mut journal = guardrail_journal(&online.out.out, level, &samplers, samples, max_tokens)?;
     let results = tokio::runtime::Runtime::new()?.block_on(async {
         let m = capture::load_model(online.model.as_deref()).await?;
         let batch = probed_batch(&m, batch).await;
         let bar = progress((1 + (samplers.len() - 1) * samples) * n, "guardrail");
-        let tasks = &guardrail::TASKS[..n];
-        let out = guardrail::run_all(
-            &m,
-            tasks,
-            &samplers,
+        let plan = guardrail::Plan {
+            tasks: &guardrail::TASKS[..n],
+            methods: &samplers,
             samples,
             max_tokens,
             batch,
-            Some(&mut journal),
-            || bar.inc(1),
-        )
-        .await?;
+        };
+        let out = guardrail::run_all(&m, plan, Some(&mut journal), || bar.inc(1)).await?;
         bar.finish();
         anyhow::Ok(out)
     })?;
@@ -870,14 +921,14 @@ fn guardrail(args: GuardrailArgs) -> anyhow::Result<()> {
     )
 }
 
-type Plan = Vec<mistralrs_hlg::eval::confirm::Planned>;
+type Plan = Vec<mistralrs_hlg_eval::confirm::Planned>;
 
 /// Greedy and the guardrail's methods for the candidates of screened level `l`.
 fn candidate_samplers(
     out: &std::path::Path,
     l: f64,
 ) -> anyhow::Result<(Vec<Option<Sampler>>, Option<Plan>)> {
-    use mistralrs_hlg::eval::confirm;
+    use mistralrs_hlg_eval::confirm;
     check_levels(&[l])?;
     let plan = confirm::plan(&read_screened(out, l)?, 2, 3);
     let mut s = vec![None];
@@ -889,11 +940,11 @@ fn candidate_samplers(
 fn write_guardrail(
     dir: &std::path::Path,
     level: Option<(f64, Plan)>,
-    results: &[mistralrs_hlg::eval::guardrail::Accuracy],
+    results: &[mistralrs_hlg_eval::guardrail::Accuracy],
     max_tokens: usize,
     samples: usize,
 ) -> anyhow::Result<()> {
-    use mistralrs_hlg::eval::frontier::Family;
+    use mistralrs_hlg_eval::frontier::Family;
     std::fs::create_dir_all(dir)?;
     let (stem, md) = match level {
         None => (
@@ -930,7 +981,7 @@ fn guardrail_samplers(
     hlg: &mistralrs_hlg::HlgConfig,
     temperatures: &[f64],
 ) -> anyhow::Result<Vec<Option<Sampler>>> {
-    use mistralrs_hlg::eval::sampler::{BASELINE_MIN_P, BASELINE_TOP_P};
+    use mistralrs_hlg_eval::sampler::{BASELINE_MIN_P, BASELINE_TOP_P};
     let mut samplers: Vec<Option<Sampler>> = vec![None];
     for &t in temperatures {
         samplers.push(Some(Sampler::Temperature { t }));
@@ -961,7 +1012,7 @@ fn perf(args: PerfArgs) -> anyhow::Result<()> {
         max_tokens,
         temperature,
     } = args;
-    use mistralrs_hlg::eval::perf;
+    use mistralrs_hlg_eval::perf;
     if rounds == 0 || max_tokens == 0 || !(temperature > 0.0 && temperature.is_finite()) {
         bail!("--rounds and --max-tokens at least 1; --temperature > 0");
     }
@@ -986,5 +1037,20 @@ fn perf(args: PerfArgs) -> anyhow::Result<()> {
     let md = report::perf_table(&summary, rounds, ps.len(), max_tokens, temperature);
     std::fs::write(dir.join("perf.md"), md)?;
     eprintln!("perf.json, perf.md → {}", dir.display());
+    Ok(())
+}
+
+fn curve(args: CurveArgs) -> anyhow::Result<()> {
+    if args.step <= 0.0 || args.to <= args.from {
+        bail!("--step must be > 0 and --to greater than --from");
+    }
+    let zs: Vec<f64> = (0..)
+        .map(|i| args.from + f64::from(i) * args.step)
+        .take_while(|z| *z <= args.to + 1e-9)
+        .collect();
+    let svg = report::curve_plot(&args.hlg.defaults()?, &zs);
+    std::fs::write(&args.out, svg)
+        .map_err(|e| anyhow::anyhow!("writing {}: {e}", args.out.display()))?;
+    eprintln!("wrote {}", args.out.display());
     Ok(())
 }
