@@ -34,17 +34,29 @@ pub enum Family {
     MinP,
     /// Top-nσ; the knob is n.
     TopNSigma,
+    /// Quadratic/cubic smoothing; the knobs are the factor and the curve.
+    Smoothing,
+    /// Dynamic temperature; the knobs are the range and the exponent.
+    DynamicTemperature,
+    /// p-less (no knob: one setting).
+    PLess,
+    /// Top-H; the knob is the entropy bound's ratio.
+    TopH,
     /// HLG; the knobs are the curve's fields.
     Hlg,
 }
 
 impl Family {
     /// Every family, in the order of the tables.
-    pub const ALL: [Family; 5] = [
+    pub const ALL: [Family; 9] = [
         Family::Temperature,
         Family::TopP,
         Family::MinP,
         Family::TopNSigma,
+        Family::Smoothing,
+        Family::DynamicTemperature,
+        Family::PLess,
+        Family::TopH,
         Family::Hlg,
     ];
 
@@ -55,6 +67,10 @@ impl Family {
             Family::TopP => "top-p",
             Family::MinP => "min-p",
             Family::TopNSigma => "top-nσ",
+            Family::Smoothing => "smoothing",
+            Family::DynamicTemperature => "dynamic T",
+            Family::PLess => "p-less",
+            Family::TopH => "top-H",
             Family::Hlg => "hlg",
         }
     }
@@ -66,6 +82,10 @@ impl Family {
             Family::TopP => "#ff7f0e",
             Family::MinP => "#9467bd",
             Family::TopNSigma => "#8c564b",
+            Family::Smoothing => "#17becf",
+            Family::DynamicTemperature => "#bcbd22",
+            Family::PLess => "#2ca02c",
+            Family::TopH => "#1f77b4",
             Family::Hlg => "#d62728",
         }
     }
@@ -77,6 +97,10 @@ impl Family {
             Sampler::TopP { .. } => Family::TopP,
             Sampler::MinP { .. } => Family::MinP,
             Sampler::TopNSigma { .. } => Family::TopNSigma,
+            Sampler::Smoothing { .. } => Family::Smoothing,
+            Sampler::DynamicTemperature { .. } => Family::DynamicTemperature,
+            Sampler::PLess { .. } => Family::PLess,
+            Sampler::TopH { .. } => Family::TopH,
             Sampler::Hlg { .. } => Family::Hlg,
         }
     }
@@ -88,6 +112,18 @@ pub const TOP_P: [f64; 3] = [0.8, 0.9, 0.95];
 pub const MIN_P: [f64; 4] = [0.02, 0.05, 0.1, 0.2];
 /// Top-nσ's n swept.
 pub const TOP_NSIGMA: [f64; 3] = [1.0, 1.5, 2.0];
+/// Smoothing's (factor, curve) swept: webui's usual factors, quadratic, and one cubic mix.
+pub const SMOOTHING: [(f64, f64); 4] = [(0.1, 1.0), (0.25, 1.0), (0.5, 1.0), (0.25, 2.0)];
+/// Dynamic temperature's (low, high, exponent) swept (T scales the range: only its ratio
+/// and the exponent tell settings apart at matched entropy).
+pub const DYNAMIC_TEMPERATURE: [(f64, f64, f64); 4] = [
+    (0.5, 1.5, 1.0),
+    (0.25, 1.75, 1.0),
+    (0.5, 1.5, 0.5),
+    (0.5, 1.5, 2.0),
+];
+/// Top-H's entropy ratios swept (its paper's default is 0.4).
+pub const TOP_H: [f64; 3] = [0.3, 0.4, 0.6];
 
 /// Every baseline setting (temperatures are placeholders: [`screen`] matches them).
 pub fn baselines() -> Vec<Sampler> {
@@ -96,6 +132,17 @@ pub fn baselines() -> Vec<Sampler> {
     out.extend(TOP_P.map(|p| Sampler::TopP { t, p }));
     out.extend(MIN_P.map(|min_p| Sampler::MinP { t, min_p }));
     out.extend(TOP_NSIGMA.map(|n| Sampler::TopNSigma { t, n }));
+    out.extend(SMOOTHING.map(|(factor, curve)| Sampler::Smoothing { t, factor, curve }));
+    out.extend(
+        DYNAMIC_TEMPERATURE.map(|(low, high, exponent)| Sampler::DynamicTemperature {
+            t,
+            low,
+            high,
+            exponent,
+        }),
+    );
+    out.push(Sampler::PLess { t });
+    out.extend(TOP_H.map(|alpha| Sampler::TopH { t, alpha }));
     out
 }
 
@@ -157,6 +204,15 @@ pub fn knob(s: &Sampler) -> String {
         Sampler::TopP { p, .. } => format!("p = {p}"),
         Sampler::MinP { min_p, .. } => format!("min_p = {min_p}"),
         Sampler::TopNSigma { n, .. } => format!("n = {n}"),
+        Sampler::Smoothing { factor, curve, .. } => format!("f = {factor} c = {curve}"),
+        Sampler::DynamicTemperature {
+            low,
+            high,
+            exponent,
+            ..
+        } => format!("{low}–{high} e = {exponent}"),
+        Sampler::PLess { .. } => String::new(),
+        Sampler::TopH { alpha, .. } => format!("α = {alpha}"),
         Sampler::Hlg { hlg, .. } => {
             let c = hlg.curve();
             let k = |v: Option<f32>| v.map_or("off".to_string(), |v| v.to_string());
@@ -490,7 +546,9 @@ mod tests {
             let h = mean_entropy(&p.sampler, sub.iter().map(|&i| c.row(i)));
             assert_eq!(h, p.entropy_reached);
             let tol = match p.family {
-                Family::TopP | Family::MinP | Family::TopNSigma => 0.05 * level.target_entropy,
+                Family::TopP | Family::MinP | Family::TopNSigma | Family::PLess | Family::TopH => {
+                    0.05 * level.target_entropy
+                }
                 _ => 2e-3,
             };
             assert!(

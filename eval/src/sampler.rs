@@ -45,6 +45,43 @@ pub enum Sampler {
         /// The number of standard deviations.
         n: f64,
     },
+    /// Quadratic/cubic smoothing (text-generation-webui's `smoothing_factor` f and
+    /// `smoothing_curve` c), the closest prior art: a curve on the logits as HLG is. With
+    /// d = ℓ − ℓmax, k = (3 − c)/2 and s = (c − 1)/2: ℓ′ = ℓmax − k·f·d² + s·f·d³.
+    Smoothing {
+        /// T.
+        t: f64,
+        /// f.
+        factor: f64,
+        /// c (1: quadratic, 3: cubic).
+        curve: f64,
+    },
+    /// Dynamic temperature: ℓ / T_d with T_d = low + (high − low)·(H / ln N)^exponent,
+    /// H the entropy of softmax(ℓ) and N the number of finite logits; then T on top.
+    DynamicTemperature {
+        /// T.
+        t: f64,
+        /// T_d at zero entropy.
+        low: f64,
+        /// T_d at the uniform distribution's entropy.
+        high: f64,
+        /// The exponent on the normalised entropy.
+        exponent: f64,
+    },
+    /// p-less: keeps the tokens whose tempered probability is at least Σ p² (the chance
+    /// that two draws agree); no knob.
+    PLess {
+        /// T.
+        t: f64,
+    },
+    /// Top-H: the top tokens, in order of probability, as long as the renormalised set's
+    /// entropy stays within `alpha` × the tempered distribution's entropy.
+    TopH {
+        /// T.
+        t: f64,
+        /// The entropy bound's ratio.
+        alpha: f64,
+    },
     /// HLG: the curve, then temperature.
     Hlg {
         /// T (the mid gain).
@@ -62,6 +99,10 @@ impl Sampler {
             | Sampler::TopP { t, .. }
             | Sampler::MinP { t, .. }
             | Sampler::TopNSigma { t, .. }
+            | Sampler::Smoothing { t, .. }
+            | Sampler::DynamicTemperature { t, .. }
+            | Sampler::PLess { t }
+            | Sampler::TopH { t, .. }
             | Sampler::Hlg { t, .. } => t,
         }
     }
@@ -73,6 +114,20 @@ impl Sampler {
             Sampler::TopP { p, .. } => Sampler::TopP { t, p: *p },
             Sampler::MinP { min_p, .. } => Sampler::MinP { t, min_p: *min_p },
             Sampler::TopNSigma { n, .. } => Sampler::TopNSigma { t, n: *n },
+            &Sampler::Smoothing { factor, curve, .. } => Sampler::Smoothing { t, factor, curve },
+            &Sampler::DynamicTemperature {
+                low,
+                high,
+                exponent,
+                ..
+            } => Sampler::DynamicTemperature {
+                t,
+                low,
+                high,
+                exponent,
+            },
+            Sampler::PLess { .. } => Sampler::PLess { t },
+            &Sampler::TopH { alpha, .. } => Sampler::TopH { t, alpha },
             Sampler::Hlg { hlg, .. } => Sampler::Hlg {
                 t,
                 hlg: hlg.clone(),
@@ -87,6 +142,15 @@ impl Sampler {
             Sampler::TopP { p, .. } => format!("top_p {p}"),
             Sampler::MinP { min_p, .. } => format!("min_p {min_p}"),
             Sampler::TopNSigma { n, .. } => format!("top_nsigma {n}"),
+            Sampler::Smoothing { factor, curve, .. } => format!("smoothing {factor} {curve}"),
+            Sampler::DynamicTemperature {
+                low,
+                high,
+                exponent,
+                ..
+            } => format!("dynamic_temperature {low} {high} {exponent}"),
+            Sampler::PLess { .. } => "p_less".into(),
+            Sampler::TopH { alpha, .. } => format!("top_h {alpha}"),
             Sampler::Hlg { hlg, .. } => format!("hlg {}", hlg.curve().toe_shape().name()),
         }
     }
@@ -119,6 +183,19 @@ impl Sampler {
                     }
                 }
             }
+            &Sampler::Smoothing { factor, curve, .. } => smoothing(x, factor, curve),
+            &Sampler::DynamicTemperature {
+                low,
+                high,
+                exponent,
+                ..
+            } => dynamic_temperature(x, low, high, exponent),
+            &Sampler::PLess { t } => {
+                let q = probs(x, t);
+                let floor: f64 = q.iter().map(|p| p * p).sum();
+                drop_where(x, &q, |p| p < floor);
+            }
+            &Sampler::TopH { t, alpha } => top_h(x, t, alpha),
             &Sampler::TopNSigma { n, .. } => {
                 // The population standard deviation of the finite logits, in f64.
                 let finite = || x.iter().filter(|v| v.is_finite()).map(|&v| f64::from(v));
@@ -149,12 +226,82 @@ impl Sampler {
     pub fn entropy(&self, x: &[f32]) -> f64 {
         let mut y = x.to_vec();
         self.transform(&mut y);
-        let q = probs(&y, self.temperature());
-        -q.iter()
-            .filter(|&&v| v > 0.0)
-            .map(|v| v * v.ln())
-            .sum::<f64>()
+        entropy_of(&probs(&y, self.temperature()))
     }
+}
+
+/// Sets `x[i]` to `-inf` where `drop(q[i])`.
+fn drop_where(x: &mut [f32], q: &[f64], drop: impl Fn(f64) -> bool) {
+    for (v, &p) in x.iter_mut().zip(q) {
+        if drop(p) {
+            *v = f32::NEG_INFINITY;
+        }
+    }
+}
+
+/// Quadratic/cubic smoothing in place (see [`Sampler::Smoothing`]); `-inf` stays.
+fn smoothing(x: &mut [f32], factor: f64, curve: f64) {
+    let top = x
+        .iter()
+        .copied()
+        .filter(|v| v.is_finite())
+        .fold(f32::NEG_INFINITY, f32::max);
+    if !top.is_finite() {
+        return;
+    }
+    let (k, s) = ((3.0 - curve) / 2.0, (curve - 1.0) / 2.0);
+    for v in x.iter_mut().filter(|v| v.is_finite()) {
+        let d = f64::from(*v - top);
+        *v = (f64::from(top) - k * factor * d * d + s * factor * d * d * d) as f32;
+    }
+}
+
+/// Dynamic temperature in place (see [`Sampler::DynamicTemperature`]).
+fn dynamic_temperature(x: &mut [f32], low: f64, high: f64, exponent: f64) {
+    let q = probs(x, 1.0);
+    let n = x.iter().filter(|v| v.is_finite()).count();
+    let h = entropy_of(&q);
+    // One token (or none): no spread to normalise, the lowest temperature.
+    let spread = if n > 1 {
+        (h / (n as f64).ln()).clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    let td = low + (high - low) * spread.powf(exponent);
+    if td > 0.0 {
+        for v in x.iter_mut() {
+            *v = (f64::from(*v) / td) as f32;
+        }
+    }
+}
+
+/// Top-H in place (see [`Sampler::TopH`]): the entropy of the renormalised top set from
+/// running sums, S = Σ q and A = Σ q ln q: H = ln S − A / S.
+fn top_h(x: &mut [f32], t: f64, alpha: f64) {
+    let q = probs(x, t);
+    let bound = alpha * entropy_of(&q);
+    let mut order: Vec<usize> = (0..x.len()).filter(|&i| q[i] > 0.0).collect();
+    order.sort_unstable_by(|&a, &b| q[b].total_cmp(&q[a]).then(a.cmp(&b)));
+    let (mut sum, mut plogp) = (0.0, 0.0);
+    let mut kept = 0;
+    for &i in &order {
+        let (s, a) = (sum + q[i], plogp + q[i] * q[i].ln());
+        if kept > 0 && s.ln() - a / s > bound {
+            break;
+        }
+        (sum, plogp, kept) = (s, a, kept + 1);
+    }
+    for &i in &order[kept..] {
+        x[i] = f32::NEG_INFINITY;
+    }
+}
+
+/// Entropy (nats) of a distribution.
+fn entropy_of(q: &[f64]) -> f64 {
+    -q.iter()
+        .filter(|&&v| v > 0.0)
+        .map(|v| v * v.ln())
+        .sum::<f64>()
 }
 
 /// `softmax(x / t)` in `f64`; non-finite entries get 0.
@@ -267,6 +414,106 @@ mod tests {
         let mut x = [1.0f32, -1.0];
         Sampler::TopNSigma { t: 1.0, n: 1.999 }.transform(&mut x);
         assert_eq!(x, [1.0, f32::NEG_INFINITY]);
+    }
+
+    /// Hand-computed tables for the closest prior art on the logits: logits 0, −1, −2
+    /// (d = 0, −1, −2) and one −inf.
+    #[test]
+    fn smoothing_is_webui_quadratic_and_cubic_curve() {
+        let ninf = f32::NEG_INFINITY;
+        for (curve, want) in [
+            // c = 1: k = 1, s = 0: −0.5·d².
+            (1.0, [0.0, -0.5, -2.0, ninf]),
+            // c = 2: k = s = 0.5: −0.25·d² + 0.25·d³ = −0.5, −3.
+            (2.0, [0.0, -0.5, -3.0, ninf]),
+            // c = 3: k = 0, s = 1: 0.5·d³ = −0.5, −4.
+            (3.0, [0.0, -0.5, -4.0, ninf]),
+        ] {
+            // The top at 5: the curve is relative to it.
+            let mut x = [5.0f32, 4.0, 3.0, ninf];
+            Sampler::Smoothing {
+                t: 1.0,
+                factor: 0.5,
+                curve,
+            }
+            .transform(&mut x);
+            let want = want.map(|v| v + 5.0);
+            assert_eq!(x, want, "c = {curve}");
+        }
+    }
+
+    #[test]
+    fn dynamic_temperature_follows_the_normalised_entropy() {
+        let dyn_t = |low, high, exponent| Sampler::DynamicTemperature {
+            t: 1.0,
+            low,
+            high,
+            exponent,
+        };
+        // Uniform over 2: H / ln N = 1, T_d = high = 2.
+        let mut x = [1.0f32, 1.0];
+        dyn_t(0.5, 2.0, 1.0).transform(&mut x);
+        assert_eq!(x, [0.5, 0.5]);
+        // One finite token: T_d = low.
+        let mut x = [1.0f32, f32::NEG_INFINITY];
+        dyn_t(0.5, 2.0, 1.0).transform(&mut x);
+        assert_eq!(x, [2.0, f32::NEG_INFINITY]);
+        // Probabilities 1/2, 1/4, 1/4: H = 1.5 ln 2 = 1.03972, ln 3 = 1.09861, ratio
+        // 0.946395; squared 0.895664; T_d = 0.5 + 0.895664 = 1.395664.
+        let base: Vec<f32> = [0.5f64, 0.25, 0.25].iter().map(|p| p.ln() as f32).collect();
+        let mut x = base.clone();
+        dyn_t(0.5, 1.5, 2.0).transform(&mut x);
+        for (a, b) in x.iter().zip(&base) {
+            assert!(
+                (f64::from(*a) - f64::from(*b) / 1.395664).abs() < 1e-5,
+                "{a} {b}"
+            );
+        }
+    }
+
+    #[test]
+    fn p_less_keeps_what_is_at_least_the_collision_probability() {
+        let ln = |ps: &[f64]| -> Vec<f32> { ps.iter().map(|p| p.ln() as f32).collect() };
+        let ninf = f32::NEG_INFINITY;
+        // Σ p² = 0.25 + 0.09 + 0.0225 + 0.0025 = 0.365: only 0.5 stays.
+        let base = ln(&[0.5, 0.3, 0.15, 0.05]);
+        let mut x = base.clone();
+        Sampler::PLess { t: 1.0 }.transform(&mut x);
+        assert_eq!(x, [base[0], ninf, ninf, ninf]);
+        // Uniform over 4: Σ p² = 0.25, every token at the floor stays.
+        let mut x = [0f32; 4];
+        Sampler::PLess { t: 1.0 }.transform(&mut x);
+        assert_eq!(x, [0.0; 4]);
+        // 0.45, 0.45, 0.1: Σ p² = 0.415; the two tops stay.
+        let base = ln(&[0.45, 0.45, 0.1]);
+        let mut x = base.clone();
+        Sampler::PLess { t: 1.0 }.transform(&mut x);
+        assert_eq!(x, [base[0], base[1], ninf]);
+    }
+
+    /// Probabilities 0.5, 0.3, 0.15, 0.05: H = 1.142120. The top two renormalised (0.625,
+    /// 0.375) have entropy 0.661563 (0.5792 H), the top three 0.993268 (0.8697 H).
+    #[test]
+    fn top_h_keeps_the_top_set_within_the_entropy_bound() {
+        let base: Vec<f32> = [0.5f64, 0.3, 0.15, 0.05]
+            .iter()
+            .map(|p| p.ln() as f32)
+            .collect();
+        let ninf = f32::NEG_INFINITY;
+        for (alpha, kept) in [
+            (0.5, 1),
+            (0.6, 2),
+            (0.86, 2),
+            (0.87, 3),
+            (1.01, 4),
+            (0.0, 1),
+        ] {
+            let mut x = base.clone();
+            Sampler::TopH { t: 1.0, alpha }.transform(&mut x);
+            let mut want = base.clone();
+            want[kept..].fill(ninf);
+            assert_eq!(x, want, "alpha = {alpha}");
+        }
     }
 
     #[test]
