@@ -16,7 +16,7 @@ use candle_core::{Device, Tensor};
 use candle_transformers::models::quantized_gemma3::ModelWeights;
 use mistralrs_hlg::model::WheelModel;
 
-use super::generate::{draw, SplitMix, Trace};
+use super::generate::{draw, Judged, SplitMix, Trace};
 use super::metrics::log_softmax;
 use super::sampler::{probs, Sampler};
 use super::EvalError;
@@ -248,16 +248,6 @@ pub struct Gemma {
     device: Device,
 }
 
-/// A text judged by a model: the mean log-probability per token of a continuation given
-/// its prompt, teacher-forced.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Judged {
-    /// The continuation's tokens in the judge's vocabulary.
-    pub tokens: usize,
-    /// Their mean log-probability (nats; 0 without tokens).
-    pub mean_logprob: f64,
-}
-
 impl Gemma {
     /// Loads a Gemma GGUF file (quantized blocks kept: candle has K-quant kernels).
     pub fn load(path: &Path) -> Result<Gemma, EvalError> {
@@ -294,30 +284,23 @@ impl Gemma {
         ids
     }
 
-    /// The mean log-probability per token of `continuation` after `prompt` (plain text:
-    /// this is a pretrained model, no chat template).
+    /// The log-probability of each token of `continuation` after `prompt` (plain text:
+    /// this is a pretrained model, no chat template), teacher-forced.
     pub fn judge(&mut self, prompt: &str, continuation: &str) -> Result<Judged, EvalError> {
         let ids = self.prompt(prompt);
         let cont = self.vocab.encode(continuation);
         let mut logits = self.step(&ids, 0)?;
-        let mut sum = 0.0;
+        let mut logprobs = Vec::with_capacity(cont.len());
         for (k, &c) in cont.iter().enumerate() {
             let lp = log_softmax(&logits, 1.0).ok_or_else(|| {
                 EvalError::Invalid("the judge's logits have no finite value".into())
             })?;
-            sum += lp[c as usize];
+            logprobs.push(lp[c as usize]);
             if k + 1 < cont.len() {
                 logits = self.step(&[c], ids.len() + k)?;
             }
         }
-        Ok(Judged {
-            tokens: cont.len(),
-            mean_logprob: if cont.is_empty() {
-                0.0
-            } else {
-                sum / cont.len() as f64
-            },
-        })
+        Ok(Judged { logprobs })
     }
 
     /// A sample of up to `max_tokens` tokens after `prompt` through `s`, each token drawn

@@ -72,6 +72,87 @@ impl mistralrs_core::CustomLogitsProcessor for Recorder {
     }
 }
 
+/// A text judged by a model: the log-probability of each token of a continuation given
+/// its prompt, teacher-forced, in the judge's own tokens.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Judged {
+    /// Per token (nats).
+    pub logprobs: Vec<f64>,
+}
+
+impl Judged {
+    /// The continuation's length in the judge's tokens.
+    pub fn tokens(&self) -> usize {
+        self.logprobs.len()
+    }
+
+    /// The mean log-probability per token (0 without tokens).
+    pub fn mean_logprob(&self) -> f64 {
+        if self.logprobs.is_empty() {
+            0.0
+        } else {
+            self.logprobs.iter().sum::<f64>() / self.logprobs.len() as f64
+        }
+    }
+}
+
+/// Forces a known continuation, token by token, and records each one's base
+/// log-probability: a teacher-forced judge through the engine.
+struct Forcer {
+    tokens: Vec<u32>,
+    logprobs: Mutex<Vec<f64>>,
+}
+
+impl mistralrs_core::CustomLogitsProcessor for Forcer {
+    fn apply(&self, logits: &Tensor, _: &[u32]) -> candle_core::Result<Tensor> {
+        let mut y: Vec<f32> = logits.to_vec1()?;
+        let mut seen = self.logprobs.lock().unwrap();
+        if let Some(&tok) = self.tokens.get(seen.len()) {
+            let lp = log_softmax(&y, 1.0).and_then(|l| l.get(tok as usize).copied());
+            seen.push(lp.unwrap_or(f64::NEG_INFINITY));
+            pin(&mut y, tok as usize);
+        }
+        Tensor::from_vec(y, logits.dims1()?, logits.device())
+    }
+}
+
+/// The engine model's judgement of `continuation` as its reply to `prompt` (the chat
+/// template, as the engine's own samples are drawn): its tokens as the engine's
+/// tokenizer reads the text alone, forced one by one, each one's log-probability
+/// recorded. A forced end-of-sequence token ends it early.
+pub async fn judge(
+    model: &mistralrs::Model,
+    prompt: &str,
+    continuation: &str,
+) -> Result<Judged, EvalError> {
+    let text = either::Either::Right(continuation.to_string());
+    let tokens = model
+        .tokenize(text, None, false, false, None)
+        .await
+        .map_err(EvalError::engine)?;
+    if tokens.is_empty() {
+        return Ok(Judged::default());
+    }
+    let forcer = Arc::new(Forcer {
+        tokens,
+        logprobs: Mutex::default(),
+    });
+    let req = RequestBuilder::new()
+        .add_message(TextMessageRole::User, prompt)
+        .set_sampler_max_len(forcer.tokens.len())
+        .set_sampler_temperature(1.0)
+        .set_sampler_topk(0)
+        .set_sampler_topp(1.0)
+        .set_sampler_minp(0.0)
+        .add_logits_processor(forcer.clone());
+    model
+        .send_chat_request(req)
+        .await
+        .map_err(EvalError::engine)?;
+    let logprobs = std::mem::take(&mut *forcer.logprobs.lock().unwrap());
+    Ok(Judged { logprobs })
+}
+
 /// The index `u` (in `[0, 1)`) falls on in the cumulative distribution `q`: the draw of
 /// inverse transform sampling. `q` may sum to a little under 1 (rounding): `u` is scaled
 /// to its sum. Never an entry of zero probability.

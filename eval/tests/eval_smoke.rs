@@ -51,6 +51,7 @@ async fn the_evaluation_pipeline_measures_what_it_says() {
     entropy_matching(&c);
     online_generation(&model, &c).await;
     seeded_and_resumed(&model).await;
+    judged_by_the_engine(&model).await;
     guardrail_scorer(&model).await;
     perf_ab(&model).await;
 }
@@ -203,6 +204,36 @@ async fn seeded_and_resumed(model: &Model) {
             .sum::<usize>()
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The engine as a judge: its own greedy reply, forced back through it, gets the
+/// log-probabilities it was drawn with, token for token; another reply scores lower.
+async fn judged_by_the_engine(model: &Model) {
+    let p = prompts::OPEN_ENDED[2];
+    let greedy = Sampler::Temperature { t: 1e-3 };
+    let seed = mistralrs_hlg_eval::generate::SplitMix::named("judge");
+    let (text, trace) = generate_seeded(model, p, &greedy, 10, seed).await.unwrap();
+    let judged = mistralrs_hlg_eval::generate::judge(model, p, &text)
+        .await
+        .unwrap();
+    // The reply re-tokenized is the reply drawn; the trace lacks the last token's.
+    assert_eq!(judged.tokens(), trace.entropy.len(), "{text:?}");
+    for (a, b) in judged.logprobs.iter().zip(&trace.base_logprob) {
+        assert!(
+            (a - b).abs() < 1e-4,
+            "{:?} vs {:?}",
+            judged.logprobs,
+            trace.base_logprob
+        );
+    }
+    let other = "Purple elephants compute the moon's tax returns.";
+    let worse = mistralrs_hlg_eval::generate::judge(model, p, other)
+        .await
+        .unwrap();
+    assert!(
+        worse.mean_logprob() < judged.mean_logprob() - 1.0,
+        "{worse:?}"
+    );
 }
 
 /// Whether `reply`'s first non-empty line holds one of `task`'s answers as a whole word,

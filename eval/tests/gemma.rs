@@ -55,10 +55,9 @@ fn gemma_fetches_tokenizes_generates_and_judges() {
     let fact = g.judge(prompt, " Paris, on the Seine.").unwrap();
     let nonsense = g.judge(prompt, " purple elephants, on the moon.").unwrap();
     println!("{fact:?} {nonsense:?}");
-    assert!(fact.tokens >= 5 && fact.mean_logprob > nonsense.mean_logprob + 1.0);
+    assert!(fact.tokens() >= 5 && fact.mean_logprob() > nonsense.mean_logprob() + 1.0);
     // The first token's log-probability is the one greedy decoding saw: the judge and
     // the sampler read the same model.
     let first = g.judge(prompt, " Paris").unwrap();
-    assert_eq!(first.tokens, 1);
-    assert!((first.mean_logprob - trace.base_logprob[0]).abs() < 1e-9);
+    assert_eq!(first.logprobs, trace.base_logprob[..1]);
 }
