@@ -22,7 +22,7 @@ use super::journal;
 use super::metrics::Stats;
 use super::sampler::Sampler;
 pub use super::stats::Estimate;
-use super::text::{distinct_n, self_bleu, words};
+use super::text::{distinct_n, self_bleu, words, Dictionary};
 use super::EvalError;
 
 /// Prompts per method by default: 4× the tokens of `eval diversity` (24 × 8 × 16) with
@@ -396,6 +396,9 @@ pub struct PromptMeasures {
     pub entropy: f64,
     /// Tokens scored.
     pub tokens: usize,
+    /// Share of the samples' words that the system word list does not hold (NaN without
+    /// a list: `text::Dictionary::system`).
+    pub non_word_rate: f64,
 }
 
 impl PromptMeasures {
@@ -414,7 +417,19 @@ impl PromptMeasures {
             return None;
         }
         let tail: usize = samples.iter().map(|s| s.trace.tail_tokens()).sum();
+        let non_word_rate = Dictionary::system().map_or(f64::NAN, |d| {
+            let (bad, all) = samples.iter().fold((0, 0), |(b, a), s| {
+                let (nb, na) = d.non_words(&s.text);
+                (b + nb, a + na)
+            });
+            if all == 0 {
+                0.0
+            } else {
+                bad as f64 / all as f64
+            }
+        });
         Some(PromptMeasures {
+            non_word_rate,
             distinct: [1, 2, 3].map(|n| distinct_n(&ws, n)),
             self_bleu: self_bleu(&ws),
             tail_rate: tail as f64 / lp.len() as f64,
@@ -464,6 +479,9 @@ pub struct Confirmed {
     pub base_logprob: Estimate,
     /// Mean entropy of the distributions sampled from.
     pub entropy: Estimate,
+    /// Share of words not in the system word list (a garbage measure no model decides).
+    #[serde(default)]
+    pub non_word_rate: Estimate,
     /// Against plain temperature at the level, on the same prompts (`None` for plain
     /// temperature itself, or before it ran).
     pub vs_temperature: Option<Paired>,
@@ -554,6 +572,7 @@ pub fn measure(
                 tail_rate: e(|x| x.tail_rate),
                 base_logprob: e(|x| x.base_logprob),
                 entropy: e(|x| x.entropy),
+                non_word_rate: e(|x| x.non_word_rate),
                 vs_temperature: reference.filter(|&r| r != i).map(|r| paired(p, &pp[r])),
                 on_frontier: [false; 2],
                 on_frontier_distinct1: [false; 2],

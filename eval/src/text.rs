@@ -1,8 +1,76 @@
 //! Diversity measures over a set of samples of one prompt: distinct-n, self-BLEU and the
 //! entropy of the pooled word distribution. Words are lower-cased runs of letters and
-//! digits.
+//! digits. And a garbage measure no model decides: the share of words a system word list
+//! does not hold.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::sync::OnceLock;
+
+use super::EvalError;
+
+/// A word list (one word per line, as `/usr/share/dict/words`), compared lower-cased.
+pub struct Dictionary {
+    words: HashSet<String>,
+}
+
+/// Where the system's word list is looked for when `MISTRALRS_HLG_WORDS` is not set:
+/// Debian's `wamerican` package installs it there.
+pub const SYSTEM_WORDS: &str = "/usr/share/dict/words";
+
+impl Dictionary {
+    /// The words of a list's text.
+    pub fn from_lines(text: &str) -> Dictionary {
+        let words = text
+            .lines()
+            .map(|l| l.trim().to_lowercase())
+            .filter(|w| !w.is_empty())
+            .collect();
+        Dictionary { words }
+    }
+
+    /// The list in `path`.
+    pub fn load(path: &Path) -> Result<Dictionary, EvalError> {
+        let text = std::fs::read_to_string(path).map_err(EvalError::io("reading", path))?;
+        Ok(Dictionary::from_lines(&text))
+    }
+
+    /// The system's list, read once: `$MISTRALRS_HLG_WORDS`, else [`SYSTEM_WORDS`];
+    /// `None` when it cannot be read.
+    pub fn system() -> Option<&'static Dictionary> {
+        static SYSTEM: OnceLock<Option<Dictionary>> = OnceLock::new();
+        SYSTEM
+            .get_or_init(|| {
+                let path = std::env::var_os("MISTRALRS_HLG_WORDS")
+                    .map_or_else(|| SYSTEM_WORDS.into(), std::path::PathBuf::from);
+                Dictionary::load(&path).ok()
+            })
+            .as_ref()
+    }
+
+    /// The words of `text` not in the list, and all its words. A word is a run of
+    /// letters with apostrophes inside it (don't, cat's); a possessive `'s` counts when
+    /// its stem is listed. Numbers are not words here.
+    pub fn non_words(&self, text: &str) -> (usize, usize) {
+        let is_part = |c: char| c.is_alphabetic() || c == '\'' || c == '’';
+        let mut counts = (0, 0);
+        for w in text.split(|c: char| !is_part(c)) {
+            let w = w
+                .trim_matches(|c| c == '\'' || c == '’')
+                .replace('’', "'")
+                .to_lowercase();
+            if w.is_empty() {
+                continue;
+            }
+            counts.1 += 1;
+            let stem = w.strip_suffix("'s").unwrap_or(&w);
+            if !self.words.contains(&w) && !self.words.contains(stem) {
+                counts.0 += 1;
+            }
+        }
+        counts
+    }
+}
 
 /// The words of `text`.
 pub fn words(text: &str) -> Vec<String> {
@@ -126,6 +194,17 @@ pub fn pooled_entropy(samples: &[Vec<String>]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn non_words_are_counted_against_the_list() {
+        let d = Dictionary::from_lines("the\ncat\ncat's\ndon't\nsat\nMat\n");
+        // 7 words: the, cat, sat, on (not listed), the, mat, "xqzv" (not listed).
+        assert_eq!(d.non_words("The cat sat on the Mat, xqzv!"), (2, 7));
+        // Apostrophes inside a word stay; quotes around one go; a possessive of a listed
+        // stem counts; numbers are no words.
+        assert_eq!(d.non_words("'don't' the cats' 42 sat’s"), (1, 4));
+        assert_eq!(d.non_words(""), (0, 0));
+    }
 
     fn w(s: &str) -> Vec<String> {
         words(s)
