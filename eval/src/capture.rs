@@ -170,7 +170,28 @@ impl Capture {
 impl Capture {
     /// Appends one prompt's recorded `(step, logits)` rows; every row must have the
     /// vocabulary's length.
-    fn push_rows(&mut self, prompt: usize, rows: Vec<(usize, Vec<f32>)>) -> Result<(), EvalError> {
+    /// A capture of `prompts` under `config` with no row yet; the settings checked.
+    pub(crate) fn empty(config: &CaptureConfig, prompts: &[&str]) -> Result<Capture, EvalError> {
+        if !(config.every >= 1 && config.max_tokens >= 1 && config.temperature > 0.0) {
+            return Err(EvalError::Invalid(
+                "capture: every >= 1, max_tokens >= 1, temperature > 0".into(),
+            ));
+        }
+        Ok(Capture {
+            config: config.clone(),
+            vocab: 0,
+            prompts: prompts.iter().map(|p| p.to_string()).collect(),
+            texts: vec![],
+            rows: vec![],
+            logits: vec![],
+        })
+    }
+
+    pub(crate) fn push_rows(
+        &mut self,
+        prompt: usize,
+        rows: Vec<(usize, Vec<f32>)>,
+    ) -> Result<(), EvalError> {
         for (step, x) in rows {
             if self.vocab == 0 {
                 self.vocab = x.len();
@@ -241,19 +262,7 @@ pub async fn capture(
     config: &CaptureConfig,
     mut progress: impl FnMut(usize),
 ) -> Result<Capture, EvalError> {
-    if !(config.every >= 1 && config.max_tokens >= 1 && config.temperature > 0.0) {
-        return Err(EvalError::Invalid(
-            "capture: every >= 1, max_tokens >= 1, temperature > 0".into(),
-        ));
-    }
-    let mut out = Capture {
-        config: config.clone(),
-        vocab: 0,
-        prompts: prompts.iter().map(|p| p.to_string()).collect(),
-        texts: vec![],
-        rows: vec![],
-        logits: vec![],
-    };
+    let mut out = Capture::empty(config, prompts)?;
     for (pi, p) in prompts.iter().enumerate() {
         let seen: Seen = Arc::default();
         let record = recorder(config, p, seen.clone());

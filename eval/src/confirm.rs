@@ -17,8 +17,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::frontier::{self, Family, Measure, Screened};
-use super::generate::{generate_seeded, SplitMix, Trace};
+use super::generate::{Judged, SplitMix, Trace};
 use super::journal;
+use super::lm::Lm;
 use super::metrics::Stats;
 use super::sampler::Sampler;
 pub use super::stats::Estimate;
@@ -212,6 +213,9 @@ pub struct Sample {
     pub text: String,
     /// What the generation recorded.
     pub trace: Trace,
+    /// The other model's judgement of the text (runs with a judge).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judged: Option<Judged>,
 }
 
 /// The first line of a method's file: what its samples were drawn with.
@@ -302,7 +306,9 @@ pub fn read_samples(dir: &Path, method: &Planned, max_tokens: usize) -> Vec<Samp
 #[derive(Clone, Copy)]
 pub struct Draws<'a> {
     /// The model.
-    pub model: &'a mistralrs::Model,
+    pub model: Lm<'a>,
+    /// The model that judges each new sample, when there is one.
+    pub judge: Option<Lm<'a>>,
     /// The level (plain temperature's T), part of every sample's seed.
     pub level: f64,
     /// Samples per prompt.
@@ -346,10 +352,12 @@ pub async fn run_prompt(
 ) -> Result<(), EvalError> {
     let Draws {
         model,
+        judge,
         level,
         samples,
         batch,
     } = draws;
+    let batch = if model.batches() { batch } else { 1 };
     let todo: Vec<(usize, usize)> = (0..methods.len())
         .flat_map(|j| (0..samples).map(move |k| (j, k)))
         .filter(|&(j, k)| !stores[j].has(prompt, k))
@@ -357,23 +365,22 @@ pub async fn run_prompt(
     for chunk in todo.chunks(batch.max(1)) {
         let runs = chunk.iter().map(|&(j, k)| {
             let (m, max_tokens) = (&methods[j], stores[j].header.max_tokens);
-            generate_seeded(
-                model,
-                prompt,
-                &m.sampler,
-                max_tokens,
-                m.seed(level, prompt, k),
-            )
+            model.generate_seeded(prompt, &m.sampler, max_tokens, m.seed(level, prompt, k))
         });
         let done = futures::future::join_all(runs).await;
         for (&(j, k), result) in chunk.iter().zip(done) {
             let (text, trace) = result?;
+            let judged = match judge {
+                Some(judge) => Some(judge.judge(prompt, &text).await?),
+                None => None,
+            };
             stores[j].push(Sample {
                 prompt: p,
                 prompt_text: prompt.to_string(),
                 sample: k,
                 text,
                 trace,
+                judged,
             })?;
             progress();
         }
@@ -399,6 +406,9 @@ pub struct PromptMeasures {
     /// Share of the samples' words that the system word list does not hold (NaN without
     /// a list: `text::Dictionary::system`).
     pub non_word_rate: f64,
+    /// Mean log-probability per token under the judging model, over the judged samples'
+    /// tokens (NaN when none was judged).
+    pub judged_logprob: f64,
 }
 
 impl PromptMeasures {
@@ -428,8 +438,18 @@ impl PromptMeasures {
                 bad as f64 / all as f64
             }
         });
+        let judged: Vec<f64> = samples
+            .iter()
+            .filter_map(|s| s.judged.as_ref())
+            .flat_map(|j| j.logprobs.iter().copied())
+            .collect();
         Some(PromptMeasures {
             non_word_rate,
+            judged_logprob: if judged.is_empty() {
+                f64::NAN
+            } else {
+                judged.iter().sum::<f64>() / judged.len() as f64
+            },
             distinct: [1, 2, 3].map(|n| distinct_n(&ws, n)),
             self_bleu: self_bleu(&ws),
             tail_rate: tail as f64 / lp.len() as f64,
@@ -482,6 +502,9 @@ pub struct Confirmed {
     /// Share of words not in the system word list (a garbage measure no model decides).
     #[serde(default)]
     pub non_word_rate: Estimate,
+    /// Mean log-probability per token under the other model (NaN: not judged).
+    #[serde(default)]
+    pub judged_logprob: Estimate,
     /// Against plain temperature at the level, on the same prompts (`None` for plain
     /// temperature itself, or before it ran).
     pub vs_temperature: Option<Paired>,
@@ -573,6 +596,7 @@ pub fn measure(
                 base_logprob: e(|x| x.base_logprob),
                 entropy: e(|x| x.entropy),
                 non_word_rate: e(|x| x.non_word_rate),
+                judged_logprob: e(|x| x.judged_logprob),
                 vs_temperature: reference.filter(|&r| r != i).map(|r| paired(p, &pp[r])),
                 on_frontier: [false; 2],
                 on_frontier_distinct1: [false; 2],
@@ -773,6 +797,7 @@ mod tests {
                 entropy: vec![1.0; lp.len()],
                 base_logprob: lp.to_vec(),
             },
+            judged: None,
         }
     }
 

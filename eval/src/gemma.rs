@@ -16,6 +16,7 @@ use candle_core::{Device, Tensor};
 use candle_transformers::models::quantized_gemma3::ModelWeights;
 use mistralrs_hlg::model::WheelModel;
 
+use super::capture::{Capture, CaptureConfig};
 use super::generate::{draw, Judged, SplitMix, Trace};
 use super::metrics::log_softmax;
 use super::sampler::{probs, Sampler};
@@ -340,6 +341,43 @@ impl Gemma {
             }
         }
         Ok((self.vocab.decode(&out), trace))
+    }
+}
+
+impl Gemma {
+    /// A capture on this model, as `capture::capture` makes one on the engine: each
+    /// prompt (plain text) generated with plain temperature's draws from a stream named
+    /// by the prompt, every `every`-th step's logits kept.
+    pub fn capture(
+        &mut self,
+        prompts: &[&str],
+        config: &CaptureConfig,
+        mut progress: impl FnMut(usize),
+    ) -> Result<Capture, EvalError> {
+        let mut out = Capture::empty(config, prompts)?;
+        for (pi, p) in prompts.iter().enumerate() {
+            let ids = self.prompt(p);
+            let mut draws = SplitMix::named(&format!("capture|{p}"));
+            let (mut rows, mut text) = (vec![], vec![]);
+            let mut logits = self.step(&ids, 0)?;
+            for step in 0..config.max_tokens {
+                let pick = draw(&probs(&logits, config.temperature), draws.unit()) as u32;
+                if step % config.every == 0 {
+                    rows.push((step, std::mem::take(&mut logits)));
+                }
+                if pick == self.vocab.eos {
+                    break;
+                }
+                text.push(pick);
+                if step + 1 < config.max_tokens {
+                    logits = self.step(&[pick], ids.len() + step)?;
+                }
+            }
+            out.texts.push(self.vocab.decode(&text));
+            out.push_rows(pi, rows)?;
+            progress(pi + 1);
+        }
+        Ok(out)
     }
 }
 

@@ -13,6 +13,7 @@ pub mod generate;
 pub mod guardrail;
 mod journal;
 pub mod kl;
+pub mod lm;
 pub mod metrics;
 pub mod perf;
 pub mod plot;

@@ -408,15 +408,15 @@ fn est(e: &super::confirm::Estimate, d: usize) -> String {
 /// with standard errors over prompts, and its paired difference from plain temperature.
 pub fn confirm_table(doc: &super::confirm::Doc) -> String {
     let mut s = format!(
-        "{} prompts × {} samples × {} tokens per method (prompts with every sample done are measured). Every method at the temperature its offline screening matched to plain temperature's mean entropy at T = level. ± is one standard error over prompts; Δ is the method minus plain temperature, paired prompt by prompt. Non-word rate: the share of the samples' words that the system word list (/usr/share/dict/words, Debian's wamerican) does not hold, a garbage measure no model decides (NaN without the list). Frontier: T = on the online frontier of distinct-2 against the tail-garbage rate, L = against the mean base log-prob; after the slash, the same with distinct-1 (at high entropy distinct-2 is near 1 for every method).\n",
+        "{} prompts × {} samples × {} tokens per method (prompts with every sample done are measured). Every method at the temperature its offline screening matched to plain temperature's mean entropy at T = level. ± is one standard error over prompts; Δ is the method minus plain temperature, paired prompt by prompt. Judged log-prob: the mean log-probability per token of the samples under the other model (teacher-forced; NaN: not judged). Non-word rate: the share of the samples' words that the system word list (/usr/share/dict/words, Debian's wamerican) does not hold, a garbage measure no model decides (NaN without the list). Frontier: T = on the online frontier of distinct-2 against the tail-garbage rate, L = against the mean base log-prob; after the slash, the same with distinct-1 (at high entropy distinct-2 is near 1 for every method).\n",
         doc.prompts, doc.samples, doc.max_tokens
     );
     for l in &doc.levels {
         s += &format!(
-            "\n### Level T = {} ({:.3} nats offline)\n\n| family | setting | T | prompts | entropy online | distinct-1 | distinct-2 | distinct-3 | self-BLEU | tail-garbage rate | mean base log-prob | non-word rate | Δ distinct-1 | Δ distinct-2 | Δ tail-garbage | Δ base log-prob | offline tail mass / base log-prob | frontier (distinct-2 / distinct-1) |\n|{}\n",
+            "\n### Level T = {} ({:.3} nats offline)\n\n| family | setting | T | prompts | entropy online | distinct-1 | distinct-2 | distinct-3 | self-BLEU | tail-garbage rate | mean base log-prob | judged log-prob | non-word rate | Δ distinct-1 | Δ distinct-2 | Δ tail-garbage | Δ base log-prob | offline tail mass / base log-prob | frontier (distinct-2 / distinct-1) |\n|{}\n",
             l.level,
             l.target_entropy,
-            " --- |".repeat(18)
+            " --- |".repeat(19)
         );
         for c in &l.methods {
             let m = &c.method;
@@ -426,7 +426,7 @@ pub fn confirm_table(doc: &super::confirm::Doc) -> String {
                     m.family.name(),
                     m.knob,
                     m.sampler.temperature(),
-                    " |".repeat(13)
+                    " |".repeat(14)
                 );
                 continue;
             }
@@ -441,7 +441,7 @@ pub fn confirm_table(doc: &super::confirm::Doc) -> String {
             };
             let front = frontier_marks(c);
             s += &format!(
-                "| {} | {} | {:.3} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {d1} | {dd} | {dt} | {dl} | {:.2e} / {:.3} | {front} |\n",
+                "| {} | {} | {:.3} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {d1} | {dd} | {dt} | {dl} | {:.2e} / {:.3} | {front} |\n",
                 m.family.name(),
                 m.knob,
                 m.sampler.temperature(),
@@ -453,6 +453,7 @@ pub fn confirm_table(doc: &super::confirm::Doc) -> String {
                 est(&c.self_bleu, 3),
                 est(&c.tail_rate, 4),
                 est(&c.base_logprob, 3),
+                est(&c.judged_logprob, 3),
                 est(&c.non_word_rate, 4),
                 m.offline.tail_mass,
                 m.offline.base_logprob,

@@ -7,6 +7,7 @@ use mistralrs::Model;
 use mistralrs_hlg::{HlgConfig, HlgCurve};
 use mistralrs_hlg_eval::capture::{self, Capture, CaptureConfig};
 use mistralrs_hlg_eval::generate::{generate, generate_seeded};
+use mistralrs_hlg_eval::lm::Lm;
 use mistralrs_hlg_eval::metrics::log_softmax;
 use mistralrs_hlg_eval::sampler::{mean_entropy, Sampler};
 use mistralrs_hlg_eval::{confirm, diversity, frontier, guardrail, kl, perf, prompts};
@@ -166,7 +167,9 @@ async fn seeded_and_resumed(model: &Model) {
     };
     let ps = [p];
     let draws = |samples| confirm::Draws {
-        model,
+        model: Lm::Engine(model),
+        // The engine judging its own samples, standing in for the other model.
+        judge: Some(Lm::Engine(model)),
         level: 1.0,
         samples,
         batch: 1,
@@ -195,6 +198,7 @@ async fn seeded_and_resumed(model: &Model) {
         serde_json::from_str(&serde_json::to_string(&trace).unwrap()).unwrap();
     assert_eq!(st.samples[2].trace, read);
     let c = confirm::measure(&[method], &[st.samples.clone()], &ps, 3);
+    assert!((c[0].judged_logprob.mean - judged_mean(&st.samples)).abs() < 1e-12);
     assert_eq!((c[0].prompts, c[0].samples), (1, 3));
     assert_eq!(
         c[0].tokens,
@@ -204,6 +208,17 @@ async fn seeded_and_resumed(model: &Model) {
             .sum::<usize>()
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The mean judged log-probability over every token of `samples`, each of which must
+/// have been judged.
+fn judged_mean(samples: &[confirm::Sample]) -> f64 {
+    let judged: Vec<f64> = samples
+        .iter()
+        .flat_map(|x| x.judged.as_ref().expect("judged").logprobs.clone())
+        .collect();
+    assert!(!judged.is_empty());
+    judged.iter().sum::<f64>() / judged.len() as f64
 }
 
 /// The engine as a judge: its own greedy reply, forced back through it, gets the

@@ -51,6 +51,7 @@ fn gemma_fetches_tokenizes_generates_and_judges() {
         .unwrap();
     assert_eq!(a, b);
     assert_ne!(a.0, c.0);
+    capture_on_gemma(&mut g);
     // Judged: the fact is likelier than nonsense.
     let fact = g.judge(prompt, " Paris, on the Seine.").unwrap();
     let nonsense = g.judge(prompt, " purple elephants, on the moon.").unwrap();
@@ -60,4 +61,30 @@ fn gemma_fetches_tokenizes_generates_and_judges() {
     // the sampler read the same model.
     let first = g.judge(prompt, " Paris").unwrap();
     assert_eq!(first.logprobs, trace.base_logprob[..1]);
+}
+
+/// A capture on Gemma: each prompt's text is the seeded temperature sample of the same
+/// stream, rows every 2nd step of 262,144 logits, and the same capture again.
+fn capture_on_gemma(g: &mut Gemma) {
+    use mistralrs_hlg_eval::capture::CaptureConfig;
+    let cfg = CaptureConfig {
+        max_tokens: 6,
+        every: 2,
+        temperature: 1.0,
+        dequantized: false,
+        seeded: true,
+    };
+    let ps = &prompts::OPEN_ENDED[..2];
+    let c = g.capture(ps, &cfg, |_| {}).unwrap();
+    assert_eq!(c.vocab, 262_144);
+    assert!(c.rows.iter().all(|r| r.step % 2 == 0 && r.step < 6));
+    assert_eq!(c.logits.len(), c.rows.len() * c.vocab);
+    assert!(c.logits.iter().all(|v| v.is_finite()));
+    for (p, text) in ps.iter().zip(&c.texts) {
+        let stream = SplitMix::named(&format!("capture|{p}"));
+        let t = Sampler::Temperature { t: 1.0 };
+        assert_eq!(g.generate_seeded(p, &t, 6, stream).unwrap().0, *text);
+    }
+    let again = g.capture(ps, &cfg, |_| {}).unwrap();
+    assert_eq!((again.texts, again.logits), (c.texts, c.logits));
 }

