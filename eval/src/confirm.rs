@@ -49,6 +49,14 @@ pub struct Planned {
     pub sampler: Sampler,
     /// Its offline measures at that temperature.
     pub offline: Stats,
+    /// The sampler's temperature over its matched one: 1, or a step of the online
+    /// entropy matching ([`with_temperatures`]).
+    #[serde(default = "one")]
+    pub t_scale: f64,
+}
+
+fn one() -> f64 {
+    1.0
 }
 
 impl Planned {
@@ -58,6 +66,7 @@ impl Planned {
             knob: p.knob.clone(),
             sampler: p.sampler.clone(),
             offline: p.stats,
+            t_scale: 1.0,
         }
     }
 
@@ -82,13 +91,32 @@ impl Planned {
                 _ => '_',
             })
             .collect();
-        format!("{slug}.jsonl")
+        match self.t_scale {
+            1.0 => format!("{slug}.jsonl"),
+            f => format!("{slug}_x{f}.jsonl"),
+        }
     }
 
     /// The draws of sample `sample` of prompt `prompt` at `level`.
     pub fn seed(&self, level: f64, prompt: &str, sample: usize) -> SplitMix {
         SplitMix::named(&format!("{level}|{}|{prompt}|{sample}", self.name()))
     }
+}
+
+/// Each planned method at its matched temperature times each of `scales` (1 included
+/// or not, as given), for the online entropy matching: every variant keeps the method's
+/// name, so its samples draw from the same streams (common random numbers: the
+/// variants differ by temperature, not by luck).
+pub fn with_temperatures(plan: &[Planned], scales: &[f64]) -> Vec<Planned> {
+    plan.iter()
+        .flat_map(|m| {
+            scales.iter().map(|&f| Planned {
+                sampler: m.sampler.at(m.sampler.temperature() * f),
+                t_scale: f,
+                ..m.clone()
+            })
+        })
+        .collect()
 }
 
 /// The methods to confirm at `level`: plain temperature; for top-p, min-p and top-nσ,
@@ -779,6 +807,7 @@ mod tests {
         sorted.dedup();
         assert_eq!(sorted.len(), names.len());
         let sigma = Planned {
+            t_scale: 1.0,
             family: Family::TopNSigma,
             knob: "n = 1.5".into(),
             sampler: Sampler::TopNSigma { t: 1.0, n: 1.5 },

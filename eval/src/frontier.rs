@@ -146,6 +146,77 @@ pub fn baselines() -> Vec<Sampler> {
     out
 }
 
+/// Every family with the same number of settings (issue #35's equal budget): `n` knob
+/// values spread over each family's range (top-p's mass, min-p's ratio and smoothing's
+/// factor on a log scale where they span decades), `n` HLG settings of the seeded search
+/// (the shipped knobs first), and one setting of each family without a knob (plain
+/// temperature, p-less). Temperatures are placeholders: [`screen`] matches them.
+pub fn equal_budget(n: usize, seed: u64) -> Vec<Sampler> {
+    let t = 1.0;
+    let n = n.max(1);
+    let mut out = vec![Sampler::Temperature { t }, Sampler::PLess { t }];
+    out.extend(
+        spread(0.5, 0.98, n, false)
+            .into_iter()
+            .map(|p| Sampler::TopP { t, p }),
+    );
+    let min_p = spread(0.005, 0.3, n, true);
+    out.extend(min_p.into_iter().map(|min_p| Sampler::MinP { t, min_p }));
+    out.extend(
+        spread(0.5, 3.0, n, false)
+            .into_iter()
+            .map(|n| Sampler::TopNSigma { t, n }),
+    );
+    let curves = [1.0, 3.0, 2.0];
+    let factors = spread(0.05, 2.0, n, true).into_iter().enumerate();
+    out.extend(factors.map(|(i, factor)| Sampler::Smoothing {
+        t,
+        factor,
+        curve: curves[i % 3],
+    }));
+    let exponents = [1.0, 0.5, 2.0];
+    let widths = spread(0.1, 0.9, n, false).into_iter().enumerate();
+    out.extend(widths.map(|(i, k)| Sampler::DynamicTemperature {
+        t,
+        low: round3(1.0 - k),
+        high: round3(1.0 + k),
+        exponent: exponents[i % 3],
+    }));
+    out.extend(
+        spread(0.2, 0.95, n, false)
+            .into_iter()
+            .map(|alpha| Sampler::TopH { t, alpha }),
+    );
+    let hlg = hlg_search(n - 1, seed).into_iter();
+    out.extend(hlg.map(|hlg| Sampler::Hlg { t, hlg }));
+    out
+}
+
+/// `n` values from `lo` to `hi` (both included; the middle for `n` = 1), evenly or on a
+/// log scale, to 3 significant digits.
+fn spread(lo: f64, hi: f64, n: usize, log: bool) -> Vec<f64> {
+    let at = |f: f64| match log {
+        true => (lo.ln() + f * (hi.ln() - lo.ln())).exp(),
+        false => lo + f * (hi - lo),
+    };
+    (0..n)
+        .map(|i| match n {
+            1 => at(0.5),
+            _ => at(i as f64 / (n - 1) as f64),
+        })
+        .map(round3)
+        .collect()
+}
+
+/// To 3 significant digits.
+fn round3(v: f64) -> f64 {
+    if v == 0.0 || !v.is_finite() {
+        return v;
+    }
+    let scale = 10f64.powi(2 - v.abs().log10().floor() as i32);
+    (v * scale).round() / scale
+}
+
 /// The grid the HLG search draws from, per field (as the `hlg` object spells values).
 const OFFSETS: [f64; 6] = [2.0, 3.0, 4.0, 5.0, 6.0, 8.0];
 /// No `off`: a curve without its mid region is the identity, plain temperature.
@@ -514,6 +585,33 @@ mod tests {
                 .map(|hlg| Sampler::Hlg { t: 1.0, hlg }),
         );
         out
+    }
+
+    #[test]
+    fn every_family_gets_the_same_budget() {
+        let all = equal_budget(7, 19);
+        for f in Family::ALL {
+            let of: Vec<&Sampler> = all.iter().filter(|s| Family::of(s) == f).collect();
+            let want = match f {
+                Family::Temperature | Family::PLess => 1,
+                _ => 7,
+            };
+            assert_eq!(of.len(), want, "{}", f.name());
+            // Distinct settings: no knob value repeats.
+            let mut knobs: Vec<String> = of.iter().map(|s| knob(s)).collect();
+            knobs.dedup();
+            assert_eq!(knobs.len(), want, "{}: {knobs:?}", f.name());
+        }
+        assert_eq!(knob(&all[all.len() - 7]), shipped_knob());
+        // The ends of each range, and a log scale: min-p's middle is the geometric mean
+        // of 0.005 and 0.3 (0.0387), top-p's the arithmetic one of 0.5 and 0.98.
+        assert_eq!(spread(0.5, 0.98, 3, false), [0.5, 0.74, 0.98]);
+        assert_eq!(spread(0.005, 0.3, 3, true), [0.005, 0.0387, 0.3]);
+        assert_eq!(spread(1.0, 2.0, 1, false), [1.5]);
+        assert_eq!(
+            (round3(0.123456), round3(1234.5), round3(-0.0098765)),
+            (0.123, 1230.0, -0.00988)
+        );
     }
 
     #[test]

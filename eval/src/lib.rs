@@ -22,5 +22,6 @@ pub mod report;
 pub mod sampler;
 pub mod stats;
 pub mod text;
+pub mod verdict;
 
 pub use error::EvalError;

@@ -69,3 +69,10 @@ pub fn open_ended(n: usize) -> Vec<&'static str> {
         .take(n)
         .collect()
 }
+
+/// The first `n` prompts the offline screening never saw ([`OPEN_ENDED_MORE`]; the
+/// capture, hence the selection, uses [`OPEN_ENDED`]): the confirmation half of the
+/// cross-judged evaluation (at most 24).
+pub fn held_out(n: usize) -> Vec<&'static str> {
+    OPEN_ENDED_MORE.iter().copied().take(n).collect()
+}

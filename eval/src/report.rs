@@ -463,6 +463,58 @@ pub fn confirm_table(doc: &super::confirm::Doc) -> String {
     s
 }
 
+/// The cross-judged verdict of each level (`verdict::compare`) as Markdown: per level,
+/// the target entropy, each method's online entropies by temperature scale, and every
+/// comparison of an HLG setting with another method at that entropy.
+pub fn verdict_table(
+    levels: &[(
+        f64,
+        f64,
+        Vec<super::verdict::Matched>,
+        Vec<super::verdict::Comparison>,
+    )],
+) -> String {
+    use super::verdict::{ALPHA, DISTINCT2_GUARD, MIN_PROMPTS, NON_WORD_GUARD};
+    let mut s = format!(
+        "HLG minus each other method at plain temperature's online entropy (each method interpolated between its runs at several temperatures), paired prompt by prompt. Intervals: percentile bootstrap over prompts at {ALPHA} family-wise (Bonferroni over the level's comparisons × 3 measures); p: the judged log-prob's, Holm-adjusted. Win: judged log-prob interval above 0, distinct-2 not lower by {DISTINCT2_GUARD}, non-word rate not higher by {NON_WORD_GUARD}; lose: the log-prob interval below 0 or a guard failed; else tie; TooFew: under {MIN_PROMPTS} paired prompts, no verdict.\n"
+    );
+    for (level, target, matched, comps) in levels {
+        s += &format!("\n### Level T = {level} (online entropy {target:.3} nats)\n\n| method | entropy by T scale | bracketed |\n| --- | --- | --- |\n");
+        for m in matched {
+            let e: Vec<String> = m
+                .entropies
+                .iter()
+                .map(|(f, e)| format!("×{f}: {e:.3}"))
+                .collect();
+            s += &format!(
+                "| {} | {} | {} |\n",
+                m.name,
+                e.join(", "),
+                if m.bracketed { "yes" } else { "no" }
+            );
+        }
+        s += "\n| HLG | against | prompts | Δ judged log-prob | Δ distinct-2 | Δ non-word rate | p (Holm) | verdict |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n";
+        for c in comps {
+            let d = |k: usize, dp: usize| {
+                let (m, lo, hi) = c.diffs[k];
+                format!("{m:.dp$} [{lo:.dp$}, {hi:.dp$}]")
+            };
+            s += &format!(
+                "| {} | {} | {} | {} | {} | {} | {:.4} | {:?} |\n",
+                c.hlg,
+                c.other,
+                c.prompts,
+                d(0, 3),
+                d(1, 3),
+                d(2, 4),
+                c.p_holm,
+                c.verdict
+            );
+        }
+    }
+    s
+}
+
 /// Where a confirmed method is on the online frontiers: `T` (against the tail-garbage
 /// rate) and `L` (against the base log-prob), for distinct-2, then for distinct-1.
 fn frontier_marks(c: &super::confirm::Confirmed) -> String {

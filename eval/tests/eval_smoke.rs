@@ -160,6 +160,7 @@ async fn seeded_and_resumed(model: &Model) {
     let dir = std::env::temp_dir().join(format!("hlg-smoke-confirm-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let method = confirm::Planned {
+        t_scale: 1.0,
         family: frontier::Family::Temperature,
         knob: String::new(),
         sampler: s,

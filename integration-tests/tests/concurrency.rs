@@ -149,6 +149,7 @@ async fn batched_seeded_samples_equal_serial_ones_only_where_batches_are_right()
     let model = mistralrs::Model::new(engine().await);
     let methods: Vec<confirm::Planned> = [("", 1.0), ("hot", 1.5)]
         .map(|(knob, t)| confirm::Planned {
+            t_scale: 1.0,
             family: Family::Temperature,
             knob: knob.into(),
             sampler: Sampler::Temperature { t },

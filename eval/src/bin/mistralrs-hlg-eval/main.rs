@@ -141,6 +141,11 @@ pub struct FrontierArgs {
     /// The search's seed.
     #[arg(long, default_value_t = 19)]
     seed: u64,
+    /// Every family with this many settings (HLG's from the search, shipped knobs first;
+    /// one for plain temperature and p-less) instead of --hlg-settings for HLG and a few
+    /// per baseline: the cross-judged evaluation's equal budget.
+    #[arg(long)]
+    budget: Option<usize>,
     /// HLG candidates to list for the online runs.
     #[arg(long, default_value_t = 6)]
     candidates: usize,
@@ -156,6 +161,15 @@ pub struct ConfirmArgs {
     out: EvalOut,
     #[command(flatten)]
     model: ModelChoice,
+    /// Each planned method at its matched temperature times each of these, comma-separated
+    /// (e.g. 0.9,1,1.1): the online entropy matching. With more than one, OUT/verdict.md
+    /// compares HLG with every other method at plain temperature's online entropy.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    t_scales: Vec<f64>,
+    /// Only the 24 prompts the screening never saw (its selection ran on the capture's
+    /// 24): --prompts counts from the first of them.
+    #[arg(long)]
+    held_out: bool,
     /// Judge every new sample with the other model (Gemma 3 270M for the engine's
     /// samples, the embedded model for Gemma's): the judged log-prob column.
     #[arg(long)]
@@ -490,18 +504,21 @@ fn frontier(args: FrontierArgs) -> anyhow::Result<()> {
         seed,
         candidates,
         threads,
+        budget,
     } = args;
     check_levels(&levels)?;
     let threads = threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
         .max(1);
     let c = capture::Capture::load(&out.out.join("capture"))?;
-    let mut settings = frontier::baselines();
-    settings.extend(
-        frontier::hlg_search(hlg_settings, seed)
-            .into_iter()
-            .map(|hlg| Sampler::Hlg { t: 1.0, hlg }),
-    );
+    let settings = match budget {
+        Some(n) => frontier::equal_budget(n, seed),
+        None => {
+            let hlg = frontier::hlg_search(hlg_settings, seed).into_iter();
+            let hlg = hlg.map(|hlg| Sampler::Hlg { t: 1.0, hlg });
+            frontier::baselines().into_iter().chain(hlg).collect()
+        }
+    };
     let dir = out.out.join("frontier");
     let mut done = screen_levels(&dir, &c, &settings, &levels, threads)?;
     // The report covers every level screened with these settings, not only this run's.
@@ -595,14 +612,13 @@ fn screen_levels(
     Ok(done)
 }
 
-fn check_confirm(
-    prompts: usize,
-    samples: usize,
-    max_tokens: usize,
-    batch: usize,
-) -> anyhow::Result<()> {
-    if !(1..=48).contains(&prompts) || samples < 2 || max_tokens == 0 || batch == 0 {
+fn check_confirm(a: &ConfirmArgs) -> anyhow::Result<()> {
+    check_levels(&a.levels)?;
+    if !(1..=48).contains(&a.prompts) || a.samples < 2 || a.max_tokens == 0 || a.batch == 0 {
         bail!("--prompts 1 to 48, --samples at least 2 (self-BLEU compares samples), --max-tokens at least 1, --batch at least 1");
+    }
+    if a.t_scales.is_empty() || a.t_scales.iter().any(|f| !(*f > 0.0 && f.is_finite())) {
+        bail!("--t-scales: numbers > 0");
     }
     Ok(())
 }
@@ -617,8 +633,8 @@ type Plans = (
 fn confirm_plans(
     out: &std::path::Path,
     levels: &[f64],
-    per_family: usize,
-    hlg: usize,
+    (per_family, hlg): (usize, usize),
+    t_scales: &[f64],
 ) -> anyhow::Result<Plans> {
     let screened = levels
         .iter()
@@ -626,13 +642,17 @@ fn confirm_plans(
         .collect::<anyhow::Result<Vec<_>>>()?;
     let plans = screened
         .iter()
-        .map(|l| mistralrs_hlg_eval::confirm::plan(l, per_family, hlg))
+        .map(|l| {
+            let plan = mistralrs_hlg_eval::confirm::plan(l, per_family, hlg);
+            mistralrs_hlg_eval::confirm::with_temperatures(&plan, t_scales)
+        })
         .collect();
     Ok((screened, plans))
 }
 
 fn confirm(args: ConfirmArgs) -> anyhow::Result<()> {
     use mistralrs_hlg_eval::confirm;
+    check_confirm(&args)?;
     let ConfirmArgs {
         out,
         model,
@@ -645,11 +665,14 @@ fn confirm(args: ConfirmArgs) -> anyhow::Result<()> {
         batch,
         plan_only,
         judge,
+        held_out,
+        t_scales,
     } = args;
-    check_levels(&levels)?;
-    check_confirm(prompts, samples, max_tokens, batch)?;
-    let (screened, plans) = confirm_plans(&out.out, &levels, per_family, hlg)?;
-    let ps = prompts::open_ended(prompts);
+    let (screened, plans) = confirm_plans(&out.out, &levels, (per_family, hlg), &t_scales)?;
+    let ps = match held_out {
+        true => prompts::held_out(prompts),
+        false => prompts::open_ended(prompts),
+    };
     let (mut stores, left) = open_stores(&out.out, &levels, &plans, &ps, samples, max_tokens)?;
     eprintln!("{left} samples left in all");
     let report = ConfirmReport {
@@ -658,6 +681,7 @@ fn confirm(args: ConfirmArgs) -> anyhow::Result<()> {
         samples,
         max_tokens,
         plan: (per_family, hlg),
+        t_scales: &t_scales,
     };
     report.write(&screened, &plans, &stores)?;
     if plan_only || left == 0 {
@@ -780,6 +804,7 @@ struct ConfirmReport<'a> {
     samples: usize,
     max_tokens: usize,
     plan: (usize, usize),
+    t_scales: &'a [f64],
 }
 
 impl ConfirmReport<'_> {
@@ -806,8 +831,12 @@ impl ConfirmReport<'_> {
             .zip(plans.iter().zip(stores))
             .map(|(l, (plan, st))| level(l, plan, st.iter().map(|s| s.samples.clone()).collect()))
             .collect();
+        if self.t_scales.len() > 1 {
+            self.write_verdict(screened, plans, stores)?;
+        }
         for (l, dir) in self.other_levels(screened)? {
             let plan = confirm::plan(&l, self.plan.0, self.plan.1);
+            let plan = confirm::with_temperatures(&plan, self.t_scales);
             let runs = plan
                 .iter()
                 .map(|m| confirm::read_samples(&dir, m, self.max_tokens))
@@ -833,6 +862,30 @@ impl ConfirmReport<'_> {
                 plot::confirm(l),
             )?;
         }
+        Ok(())
+    }
+
+    /// OUT/verdict.md: this run's levels, each method at plain temperature's online
+    /// entropy, HLG against every other method (`verdict::compare`).
+    fn write_verdict(
+        &self,
+        screened: &[mistralrs_hlg_eval::frontier::Level],
+        plans: &[Vec<mistralrs_hlg_eval::confirm::Planned>],
+        stores: &[Vec<mistralrs_hlg_eval::confirm::Store>],
+    ) -> anyhow::Result<()> {
+        use mistralrs_hlg_eval::verdict;
+        let mut levels = vec![];
+        for (l, (plan, st)) in screened.iter().zip(plans.iter().zip(stores)) {
+            let runs: Vec<_> = st.iter().map(|s| s.samples.clone()).collect();
+            if let Some((target, matched)) =
+                verdict::match_entropy(plan, &runs, self.ps, self.samples)
+            {
+                let seed = mistralrs_hlg_eval::generate::fnv1a(l.level.to_string().bytes());
+                let comps = verdict::compare(&matched, seed);
+                levels.push((l.level, target, matched, comps));
+            }
+        }
+        std::fs::write(self.dir.join("verdict.md"), report::verdict_table(&levels))?;
         Ok(())
     }
 

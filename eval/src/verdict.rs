@@ -1,0 +1,425 @@
+//! The cross-judged evaluation's verdict (docs/EVALUATION.md, the protocol written before
+//! its runs): at a level, each method's measures interpolated to plain temperature's
+//! online entropy from its runs at several temperatures, HLG against every other family
+//! paired prompt by prompt, with bootstrap intervals corrected for the number of
+//! comparisons, and the win / tie / lose rule.
+
+use super::confirm::{per_prompt, Planned, PromptMeasures, Sample};
+use super::frontier::Family;
+use super::generate::SplitMix;
+
+/// The guards of the rule: HLG's distinct-2 may be lower by at most this much…
+pub const DISTINCT2_GUARD: f64 = 0.01;
+/// …and its non-word rate higher by at most this much.
+pub const NON_WORD_GUARD: f64 = 0.005;
+/// The family-wise error rate of the intervals.
+pub const ALPHA: f64 = 0.05;
+/// Bootstrap resamples per comparison.
+pub const RESAMPLES: usize = 20_000;
+/// Fewer paired prompts than this get no verdict: a bootstrap over a handful of prompts
+/// has too few distinct resamples for its tails.
+pub const MIN_PROMPTS: usize = 10;
+
+/// A method's per-prompt measures at the target online entropy.
+#[derive(Clone, Debug)]
+pub struct Matched {
+    /// `family knob`.
+    pub name: String,
+    /// Its family.
+    pub family: Family,
+    /// Its variants' mean online entropies, by temperature scale.
+    pub entropies: Vec<(f64, f64)>,
+    /// Whether its variants' entropies bracket the target (else the two nearest are
+    /// extrapolated from).
+    pub bracketed: bool,
+    /// Per prompt index: (judged log-prob, distinct-2, non-word rate), interpolated.
+    pub prompts: Vec<(usize, [f64; 3])>,
+}
+
+/// One paired comparison: HLG's setting minus another family's, on one measure.
+#[derive(Clone, Debug)]
+pub struct Comparison {
+    /// The HLG setting.
+    pub hlg: String,
+    /// The other method.
+    pub other: String,
+    /// Prompts both have.
+    pub prompts: usize,
+    /// Per measure (judged log-prob, distinct-2, non-word rate): the mean paired
+    /// difference and its corrected interval.
+    pub diffs: [(f64, f64, f64); 3],
+    /// The judged log-prob difference's two-sided bootstrap p-value, Holm-adjusted over
+    /// every comparison of the level.
+    pub p_holm: f64,
+    /// The rule's verdict.
+    pub verdict: Verdict,
+}
+
+/// The rule's outcome for one comparison.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Higher judged log-prob, both guards held.
+    Win,
+    /// Neither.
+    Tie,
+    /// Lower judged log-prob, or a guard failed.
+    Lose,
+    /// Fewer than [`MIN_PROMPTS`] prompts: no verdict.
+    TooFew,
+}
+
+/// The measures a verdict reads from one prompt.
+fn measures(m: &PromptMeasures) -> [f64; 3] {
+    [m.judged_logprob, m.distinct[1], m.non_word_rate]
+}
+
+/// Every method of `plan` (with its temperature variants) at the target online entropy:
+/// plain temperature's at scale 1. `runs[i]` are `plan[i]`'s samples.
+pub fn match_entropy(
+    plan: &[Planned],
+    runs: &[Vec<Sample>],
+    prompts: &[&str],
+    samples: usize,
+) -> Option<(f64, Vec<Matched>)> {
+    let pp: Vec<Vec<(usize, PromptMeasures)>> = runs
+        .iter()
+        .map(|r| per_prompt(r, prompts, samples))
+        .collect();
+    let mean_entropy = |i: usize| {
+        let p = &pp[i];
+        (!p.is_empty()).then(|| p.iter().map(|(_, m)| m.entropy).sum::<f64>() / p.len() as f64)
+    };
+    let reference = plan
+        .iter()
+        .position(|m| m.family == Family::Temperature && m.t_scale == 1.0)?;
+    let target = mean_entropy(reference)?;
+    let mut names: Vec<String> = plan.iter().map(Planned::name).collect();
+    names.dedup();
+    let matched = names
+        .into_iter()
+        .filter_map(|name| {
+            let idx: Vec<usize> = (0..plan.len())
+                .filter(|&i| plan[i].name() == name)
+                .collect();
+            let family = plan[idx[0]].family;
+            let mut pts: Vec<(f64, f64, usize)> = idx
+                .iter()
+                .filter_map(|&i| Some((plan[i].t_scale, mean_entropy(i)?, i)))
+                .collect();
+            pts.sort_by(|a, b| a.1.total_cmp(&b.1));
+            interpolate(name, family, &pts, target, &pp)
+        })
+        .collect();
+    Some((target, matched))
+}
+
+/// The measures at `target` entropy from the variants `pts` (scale, entropy, index),
+/// sorted by entropy: linear between the two that bracket it, else from the two nearest.
+fn interpolate(
+    name: String,
+    family: Family,
+    pts: &[(f64, f64, usize)],
+    target: f64,
+    pp: &[Vec<(usize, PromptMeasures)>],
+) -> Option<Matched> {
+    let entropies = pts.iter().map(|p| (p.0, p.1)).collect();
+    let (a, b, bracketed) = match pts.len() {
+        0 => return None,
+        // One run: its own values, bracketed only when it sits on the target.
+        1 => (pts[0], pts[0], (pts[0].1 - target).abs() < 1e-12),
+        _ => {
+            let k = pts
+                .iter()
+                .position(|p| p.1 >= target)
+                .unwrap_or(pts.len() - 1)
+                .max(1);
+            let bracketed = pts[0].1 <= target && target <= pts[pts.len() - 1].1;
+            (pts[k - 1], pts[k], bracketed)
+        }
+    };
+    let w = if b.1 > a.1 {
+        (target - a.1) / (b.1 - a.1)
+    } else {
+        0.0
+    };
+    let prompts = pp[a.2]
+        .iter()
+        .filter_map(|(p, ma)| {
+            let (_, mb) = pp[b.2].iter().find(|(q, _)| q == p)?;
+            let (va, vb) = (measures(ma), measures(mb));
+            Some((*p, [0, 1, 2].map(|i| va[i] + w * (vb[i] - va[i]))))
+        })
+        .collect();
+    Some(Matched {
+        name,
+        family,
+        entropies,
+        bracketed,
+        prompts,
+    })
+}
+
+/// Mean of the paired differences and its percentile bootstrap interval at
+/// `1 − alpha`, resampling prompts; and the two-sided bootstrap p-value of "no
+/// difference".
+fn bootstrap(d: &[f64], alpha: f64, rng: &mut SplitMix) -> (f64, f64, f64, f64) {
+    let n = d.len();
+    let mean = d.iter().sum::<f64>() / n as f64;
+    let mut means: Vec<f64> = (0..RESAMPLES)
+        .map(|_| {
+            (0..n)
+                .map(|_| d[(rng.next_u64() % n as u64) as usize])
+                .sum::<f64>()
+                / n as f64
+        })
+        .collect();
+    means.sort_by(f64::total_cmp);
+    let q = |f: f64| means[((f * RESAMPLES as f64) as usize).min(RESAMPLES - 1)];
+    let below = means.iter().filter(|&&m| m <= 0.0).count() as f64 / RESAMPLES as f64;
+    let above = means.iter().filter(|&&m| m >= 0.0).count() as f64 / RESAMPLES as f64;
+    let p = (2.0 * below.min(above)).min(1.0);
+    (mean, q(alpha / 2.0), q(1.0 - alpha / 2.0), p)
+}
+
+/// Holm's step-down adjustment of `p` (same order out).
+pub fn holm(p: &[f64]) -> Vec<f64> {
+    let m = p.len();
+    let mut order: Vec<usize> = (0..m).collect();
+    order.sort_by(|&a, &b| p[a].total_cmp(&p[b]));
+    let mut out = vec![0.0; m];
+    let mut running: f64 = 0.0;
+    for (rank, &i) in order.iter().enumerate() {
+        running = running.max(((m - rank) as f64 * p[i]).min(1.0));
+        out[i] = running;
+    }
+    out
+}
+
+/// The rule on one comparison's corrected intervals.
+pub fn rule(diffs: &[(f64, f64, f64); 3]) -> Verdict {
+    let [(_, lp_lo, lp_hi), (_, d2_lo, d2_hi), (_, nw_lo, nw_hi)] = *diffs;
+    if lp_hi < 0.0 || d2_hi < -DISTINCT2_GUARD || nw_lo > NON_WORD_GUARD {
+        Verdict::Lose
+    } else if lp_lo > 0.0 && d2_lo > -DISTINCT2_GUARD && nw_hi < NON_WORD_GUARD {
+        Verdict::Win
+    } else {
+        Verdict::Tie
+    }
+}
+
+/// Every HLG setting against every method of another family, at one level: intervals at
+/// `ALPHA` over the number of comparisons × 3 measures (Bonferroni: simultaneous, and
+/// what Holm's first step uses), Holm-adjusted p-values of the judged log-prob.
+pub fn compare(matched: &[Matched], seed: u64) -> Vec<Comparison> {
+    let hlg: Vec<&Matched> = matched.iter().filter(|m| m.family == Family::Hlg).collect();
+    let others: Vec<&Matched> = matched.iter().filter(|m| m.family != Family::Hlg).collect();
+    let m = (hlg.len() * others.len() * 3).max(1);
+    let alpha = ALPHA / m as f64;
+    let mut rng = SplitMix(seed);
+    let mut out: Vec<Comparison> = vec![];
+    let mut ps = vec![];
+    for h in &hlg {
+        for o in &others {
+            let paired: Vec<([f64; 3], [f64; 3])> = h
+                .prompts
+                .iter()
+                .filter_map(|(p, a)| {
+                    o.prompts
+                        .iter()
+                        .find(|(q, _)| q == p)
+                        .map(|(_, b)| (*a, *b))
+                })
+                .collect();
+            if paired.len() < 2 {
+                continue;
+            }
+            let mut diffs = [(0.0, 0.0, 0.0); 3];
+            let mut p_lp = 1.0;
+            for (k, d) in diffs.iter_mut().enumerate() {
+                let v: Vec<f64> = paired.iter().map(|(a, b)| a[k] - b[k]).collect();
+                let (mean, lo, hi, p) = bootstrap(&v, alpha, &mut rng);
+                *d = (mean, lo, hi);
+                if k == 0 {
+                    p_lp = p;
+                }
+            }
+            ps.push(p_lp);
+            out.push(Comparison {
+                hlg: h.name.clone(),
+                other: o.name.clone(),
+                prompts: paired.len(),
+                verdict: match paired.len() {
+                    n if n < MIN_PROMPTS => Verdict::TooFew,
+                    _ => rule(&diffs),
+                },
+                diffs,
+                p_holm: 1.0,
+            });
+        }
+    }
+    for (c, p) in out.iter_mut().zip(holm(&ps)) {
+        c.p_holm = p;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn holm_adjusts_step_down_and_keeps_order() {
+        // Sorted 0.01, 0.02, 0.04 × 3, 2, 1 = 0.03, 0.04, 0.04 (monotone).
+        assert_eq!(holm(&[0.04, 0.01, 0.02]), [0.04, 0.03, 0.04]);
+        assert_eq!(holm(&[0.5, 0.9]), [1.0, 1.0]);
+        assert_eq!(holm(&[]), Vec::<f64>::new());
+    }
+
+    #[test]
+    fn the_rule_reads_the_intervals() {
+        let ok = (0.0, -0.005, 0.005);
+        let quiet = (0.0, -0.001, 0.001);
+        assert_eq!(rule(&[(0.2, 0.1, 0.3), ok, quiet]), Verdict::Win);
+        assert_eq!(rule(&[(0.2, -0.1, 0.3), ok, quiet]), Verdict::Tie);
+        assert_eq!(rule(&[(-0.2, -0.3, -0.1), ok, quiet]), Verdict::Lose);
+        // Better log-prob, but distinct-2 surely lower by more than the guard: a loss.
+        assert_eq!(
+            rule(&[(0.2, 0.1, 0.3), (-0.05, -0.06, -0.02), quiet]),
+            Verdict::Lose
+        );
+        // Better log-prob, distinct-2 possibly too low: a tie.
+        assert_eq!(
+            rule(&[(0.2, 0.1, 0.3), (-0.01, -0.02, 0.0), quiet]),
+            Verdict::Tie
+        );
+        // Non-word rate surely higher by more than the guard: a loss.
+        assert_eq!(
+            rule(&[(0.2, 0.1, 0.3), ok, (0.02, 0.01, 0.03)]),
+            Verdict::Lose
+        );
+    }
+
+    #[test]
+    fn bootstrap_intervals_cover_the_mean_and_shrink_with_alpha() {
+        let d: Vec<f64> = (0..24)
+            .map(|i| 0.1 + 0.01 * f64::from(i % 5) - 0.02)
+            .collect();
+        let (mean, lo, hi, p) = bootstrap(&d, 0.05, &mut SplitMix(1));
+        assert!(lo < mean && mean < hi && lo > 0.0, "{lo} {mean} {hi}");
+        assert_eq!(p, 0.0);
+        let (_, lo2, hi2, _) = bootstrap(&d, 0.001, &mut SplitMix(1));
+        assert!(lo2 <= lo && hi2 >= hi);
+        // Centred on zero: p large.
+        let z: Vec<f64> = (0..24).map(|i| f64::from(i % 2) * 2.0 - 1.0).collect();
+        assert!(bootstrap(&z, 0.05, &mut SplitMix(2)).3 > 0.5);
+    }
+
+    /// Two samples of prompt "p" whose steps have entropy `h` and judged log-prob `lp`.
+    fn run(h: f64, lp: f64) -> Vec<Sample> {
+        (0..2)
+            .map(|k| Sample {
+                prompt: 0,
+                prompt_text: "p".into(),
+                sample: k,
+                text: ["a b", "c d"][k].into(),
+                trace: crate::generate::Trace {
+                    entropy: vec![h; 3],
+                    base_logprob: vec![-1.0; 3],
+                },
+                judged: Some(crate::generate::Judged {
+                    logprobs: vec![lp; 4],
+                }),
+            })
+            .collect()
+    }
+
+    fn planned(family: Family, knob: &str, t_scale: f64) -> Planned {
+        Planned {
+            family,
+            knob: knob.into(),
+            sampler: crate::sampler::Sampler::Temperature { t: t_scale },
+            offline: Default::default(),
+            t_scale,
+        }
+    }
+
+    #[test]
+    fn measures_are_interpolated_to_the_target_entropy() {
+        let plan = [
+            planned(Family::Temperature, "", 1.0),
+            planned(Family::Hlg, "k", 0.9),
+            planned(Family::Hlg, "k", 1.1),
+            planned(Family::MinP, "m", 1.2),
+            planned(Family::MinP, "m", 1.4),
+        ];
+        // Target 1.0; HLG's runs at 0.8 and 1.3 (a fifth of the way: 0.2 / 0.5 = 0.4),
+        // min-p's both above it (extrapolated from them, not bracketed).
+        let runs = [
+            run(1.0, -3.0),
+            run(0.8, -2.0),
+            run(1.3, -4.5),
+            run(1.2, -1.0),
+            run(1.4, -2.0),
+        ];
+        let (target, m) = match_entropy(&plan, &runs, &["p"], 2).unwrap();
+        assert!((target - 1.0).abs() < 1e-12);
+        assert_eq!(m.len(), 3);
+        let hlg = &m[1];
+        assert_eq!((hlg.name.as_str(), hlg.bracketed), ("hlg k", true));
+        // −2 + 0.4 × (−4.5 + 2) = −3.
+        assert!(
+            (hlg.prompts[0].1[0] + 3.0).abs() < 1e-12,
+            "{:?}",
+            hlg.prompts
+        );
+        let min_p = &m[2];
+        assert!(!min_p.bracketed);
+        // From (1.2, −1) and (1.4, −2) back to 1.0: −1 + (−1) × (−0.2 / 0.2) = 0.
+        assert!(min_p.prompts[0].1[0].abs() < 1e-12, "{:?}", min_p.prompts);
+    }
+
+    fn matched(name: &str, family: Family, v: &[[f64; 3]]) -> Matched {
+        Matched {
+            name: name.into(),
+            family,
+            entropies: vec![],
+            bracketed: true,
+            prompts: v.iter().copied().enumerate().collect(),
+        }
+    }
+
+    #[test]
+    fn hlg_is_compared_with_every_other_method() {
+        // HLG 0.5 nats better than temperature on every prompt (a little noise), equal
+        // diversity and non-words: a win; against min-p, identical: a tie.
+        let base: Vec<[f64; 3]> = (0..24)
+            .map(|i| [-3.0 + 0.01 * f64::from(i % 3), 0.9, 0.01])
+            .collect();
+        let better: Vec<[f64; 3]> = base.iter().map(|v| [v[0] + 0.5, v[1], v[2]]).collect();
+        let all = [
+            matched("hlg a", Family::Hlg, &better),
+            matched("temperature", Family::Temperature, &base),
+            matched("min-p x", Family::MinP, &better),
+        ];
+        let few = compare(
+            &[
+                all[0].clone(),
+                matched("t", Family::Temperature, &base[..9]),
+            ],
+            7,
+        );
+        assert_eq!(few[0].verdict, Verdict::TooFew);
+        let c = compare(&all, 7);
+        assert_eq!(c.len(), 2);
+        assert_eq!(
+            (c[0].other.as_str(), c[0].verdict),
+            ("temperature", Verdict::Win)
+        );
+        assert!((c[0].diffs[0].0 - 0.5).abs() < 1e-12);
+        assert_eq!(
+            (c[1].other.as_str(), c[1].verdict),
+            ("min-p x", Verdict::Tie)
+        );
+        assert!(c[0].p_holm < 0.01 && c[1].p_holm == 1.0);
+    }
+}
