@@ -119,7 +119,8 @@ pub fn with_temperatures(plan: &[Planned], scales: &[f64]) -> Vec<Planned> {
         .collect()
 }
 
-/// The methods to confirm at `level`: plain temperature; for top-p, min-p and top-nσ,
+/// The methods to confirm at `level`: plain temperature; for every other family but HLG
+/// (top-p, min-p, top-nσ, smoothing, dynamic temperature, p-less, top-H), up to
 /// `per_family` settings each (those on the level's frontier first, then those no other
 /// setting of the family beats, then by expected base log-probability); for HLG, the
 /// shipped knobs and `hlg` settings spread along the HLG part of the frontier (its two

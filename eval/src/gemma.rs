@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use candle_core::quantized::gguf_file::{Content, Value};
-use candle_core::{Device, Tensor};
+use candle_core::{DType, Device, Tensor};
 use candle_transformers::models::quantized_gemma3::ModelWeights;
 use mistralrs_hlg::model::WheelModel;
 
@@ -273,7 +273,7 @@ impl Gemma {
         let logits = self.weights.forward(&x, pos).map_err(EvalError::engine)?;
         logits
             .squeeze(0)
-            .and_then(|l| l.to_dtype(candle_core::DType::F32))
+            .and_then(|l| l.to_dtype(DType::F32))
             .and_then(|l| l.to_vec1())
             .map_err(EvalError::engine)
     }

@@ -8,6 +8,7 @@ pub mod confirm;
 pub mod diversity;
 mod error;
 pub mod frontier;
+#[cfg(feature = "gemma")]
 pub mod gemma;
 pub mod generate;
 pub mod guardrail;

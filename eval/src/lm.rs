@@ -1,8 +1,10 @@
 //! The models the evaluation samples from and judges with, behind one interface: the
 //! engine (the embedded model, or any GGUF mistral.rs loads) and Gemma 3 through candle.
 
+#[cfg(feature = "gemma")]
 use std::sync::Mutex;
 
+#[cfg(feature = "gemma")]
 use super::gemma::Gemma;
 use super::generate::{self, Judged, SplitMix, Trace};
 use super::sampler::Sampler;
@@ -15,6 +17,7 @@ pub enum Lm<'a> {
     /// batches them correctly.
     Engine(&'a mistralrs::Model),
     /// Gemma 3 through candle, one sequence at a time.
+    #[cfg(feature = "gemma")]
     Gemma(&'a Mutex<Gemma>),
 }
 
@@ -29,6 +32,7 @@ impl Lm<'_> {
     ) -> Result<(String, Trace), EvalError> {
         match self {
             Lm::Engine(m) => generate::generate_seeded(m, prompt, sampler, max_tokens, seed).await,
+            #[cfg(feature = "gemma")]
             Lm::Gemma(g) => {
                 run_blocking(|| lock(g)?.generate_seeded(prompt, sampler, max_tokens, seed))
             }
@@ -40,6 +44,7 @@ impl Lm<'_> {
     pub async fn judge(self, prompt: &str, continuation: &str) -> Result<Judged, EvalError> {
         match self {
             Lm::Engine(m) => generate::judge(m, prompt, continuation).await,
+            #[cfg(feature = "gemma")]
             Lm::Gemma(g) => run_blocking(|| lock(g)?.judge(prompt, continuation)),
         }
     }
@@ -51,11 +56,13 @@ impl Lm<'_> {
     }
 }
 
+#[cfg(feature = "gemma")]
 fn lock(g: &Mutex<Gemma>) -> Result<std::sync::MutexGuard<'_, Gemma>, EvalError> {
     g.lock()
         .map_err(|_| EvalError::Invalid("an earlier Gemma call panicked".into()))
 }
 
+#[cfg(feature = "gemma")]
 /// CPU-bound work on a runtime thread, telling the runtime so (multi-threaded runtimes),
 /// or inline on a current-thread runtime.
 fn run_blocking<T>(f: impl FnOnce() -> T) -> T {

