@@ -24,7 +24,7 @@ enum Cmd {
     /// Fetch the embedded default model into the cache and print its path.
     FetchModel,
     /// Print the curve g₁(z) for each toe shape as a table, or draw it as SVG.
-    Curve(curve::CurveArgs),
+    Curve(mistralrs_hlg::server::CurveTable),
 }
 
 fn main() -> anyhow::Result<()> {

@@ -227,16 +227,9 @@ pub fn perf_table(
     md
 }
 
-/// The curve `g₁(z)` of each toe shape under `cfg`'s other knobs, beside the identity
-/// (plain temperature), at `zs`: `mistralrs-hlg-eval curve`.
-pub fn curve_plot(cfg: &mistralrs_hlg::HlgConfig, zs: &[f64]) -> String {
-    let curves: Vec<(ToeShape, Vec<f64>)> = ToeShape::ALL
-        .into_iter()
-        .map(|s| {
-            let c = cfg.curve().with_toe_shape(s);
-            (s, zs.iter().map(|&z| c.g1(z)).collect())
-        })
-        .collect();
+/// The curve `g₁(z)` of each toe shape beside the identity (plain temperature), at `zs`
+/// (`server::CurveTable::tabulate`): `mistralrs-hlg-eval curve`.
+pub fn curve_plot(zs: &[f64], curves: &[(ToeShape, Vec<f64>)]) -> String {
     let mut series = vec![plot::Series {
         name: "identity (temperature)",
         color: "#888",
@@ -762,7 +755,12 @@ mod tests {
     #[test]
     fn curve_plot_draws_identity_and_every_shape() {
         let zs: Vec<f64> = (0..49).map(|i| -12.0 + 0.5 * i as f64).collect();
-        let svg = curve_plot(&mistralrs_hlg::HlgConfig::default(), &zs);
+        let curve = mistralrs_hlg::HlgCurve::default();
+        let curves = ToeShape::ALL.map(|s| {
+            let c = curve.with_toe_shape(s);
+            (s, zs.iter().map(|&z| c.g1(z)).collect())
+        });
+        let svg = curve_plot(&zs, &curves);
         // The identity and each shape: one line of 49 points each.
         for c in ["#888"]
             .into_iter()

@@ -36,7 +36,7 @@ pub use load::ModelHints;
 /// Upstream's logging set-up, as `mistralrs serve` makes it: info by default, debug with
 /// `MISTRALRS_DEBUG=1` (the engine's own debug output too), `RUST_LOG` directives on top.
 pub use mistralrs_core::initialize_logging;
-pub use options::{HlgFlags, HlgServerOptions, ServeOptions};
+pub use options::{CurveTable, HlgFlags, HlgServerOptions, ServeOptions, ShapeCurves};
 pub use router::{serve, RouterBuilder};
 pub use state::{curve_for_request, MAX_CHOICES, MAX_TOKENS};
 

@@ -16,6 +16,7 @@ use crate::config::RawValue;
 use crate::params::{Field, Kind};
 use crate::processor::{Backend, BackendError};
 use crate::HlgConfig;
+use crate::ToeShape;
 
 use super::engine::Batching;
 use super::engine::EngineMode;
@@ -103,6 +104,69 @@ impl HlgFlags {
         let mut values = base.values.clone();
         values.extend(self.values.iter().map(|(f, v)| (*f, v.clone())));
         HlgFlags { values }
+    }
+}
+
+/// The curve's flags and the range of z it is tabulated over: `mistralrs-hlg curve`
+/// (a table) and `mistralrs-hlg-eval curve` (a figure).
+///
+/// ```
+/// use clap::Parser;
+/// use mistralrs_hlg::server::CurveTable;
+/// #[derive(Parser)]
+/// struct Cli {
+///     #[command(flatten)]
+///     table: CurveTable,
+/// }
+/// let cli = Cli::parse_from(["curve", "--from", "-1", "--to", "1", "--hlg-toe-shape", "exp"]);
+/// let (zs, curves) = cli.table.tabulate()?;
+/// assert_eq!(zs, [-1.0, -0.5, 0.0, 0.5, 1.0]);
+/// assert_eq!((curves.len(), curves[0].1.len()), (3, 5));
+/// # Ok::<(), mistralrs_hlg::server::OptionError>(())
+/// ```
+#[derive(Args, Clone, Debug)]
+pub struct CurveTable {
+    /// The curve's knobs (the built-in defaults otherwise; the toe shape is each shape).
+    #[command(flatten)]
+    pub hlg: HlgFlags,
+    /// Smallest z (nats from the pivot).
+    #[arg(long, default_value_t = -24.0, allow_hyphen_values = true)]
+    pub from: f64,
+    /// Largest z.
+    #[arg(long, default_value_t = 12.0, allow_hyphen_values = true)]
+    pub to: f64,
+    /// Step.
+    #[arg(long, default_value_t = 0.5)]
+    pub step: f64,
+}
+
+/// g₁ per toe shape, one value per z.
+pub type ShapeCurves = Vec<(ToeShape, Vec<f64>)>;
+
+impl CurveTable {
+    /// The z values from `from` to `to` by `step`, and g₁(z) at each for every toe shape
+    /// under the flags' other knobs.
+    pub fn tabulate(&self) -> Result<(Vec<f64>, ShapeCurves), OptionError> {
+        let cfg = self.hlg.defaults()?;
+        if !(self.step > 0.0 && self.to > self.from && (self.to - self.from) / self.step <= 1e6) {
+            return Err(OptionError::Value {
+                flag: "step",
+                expected: "> 0, with --to above --from and at most a million steps between",
+                got: format!("{} (from {} to {})", self.step, self.from, self.to),
+            });
+        }
+        let zs: Vec<f64> = (0..)
+            .map(|i| self.from + f64::from(i) * self.step)
+            .take_while(|z| *z <= self.to + 1e-9)
+            .collect();
+        let curves = ToeShape::ALL
+            .into_iter()
+            .map(|s| {
+                let c = cfg.curve().with_toe_shape(s);
+                (s, zs.iter().map(|&z| c.g1(z)).collect())
+            })
+            .collect();
+        Ok((zs, curves))
     }
 }
 

@@ -354,16 +354,7 @@ pub struct CurveArgs {
     /// The SVG file to write.
     out: PathBuf,
     #[command(flatten)]
-    hlg: HlgFlags,
-    /// Smallest z (nats from the pivot).
-    #[arg(long, default_value_t = -24.0, allow_hyphen_values = true)]
-    from: f64,
-    /// Largest z.
-    #[arg(long, default_value_t = 12.0, allow_hyphen_values = true)]
-    to: f64,
-    /// Step.
-    #[arg(long, default_value_t = 0.5)]
-    step: f64,
+    table: mistralrs_hlg::server::CurveTable,
 }
 
 #[derive(Args)]
@@ -1198,15 +1189,8 @@ fn perf(args: PerfArgs) -> anyhow::Result<()> {
 }
 
 fn curve(args: CurveArgs) -> anyhow::Result<()> {
-    if args.step <= 0.0 || args.to <= args.from {
-        bail!("--step must be > 0 and --to greater than --from");
-    }
-    let zs: Vec<f64> = (0..)
-        .map(|i| args.from + f64::from(i) * args.step)
-        .take_while(|z| *z <= args.to + 1e-9)
-        .collect();
-    let svg = report::curve_plot(&args.hlg.defaults()?, &zs);
-    std::fs::write(&args.out, svg)
+    let (zs, curves) = args.table.tabulate()?;
+    std::fs::write(&args.out, report::curve_plot(&zs, &curves))
         .map_err(|e| anyhow::anyhow!("writing {}: {e}", args.out.display()))?;
     eprintln!("wrote {}", args.out.display());
     Ok(())
