@@ -669,17 +669,7 @@ fn frontier_flags(out: &[Confirmed], diversity: fn(&Confirmed) -> f64, m: Measur
 }
 
 /// Every level measured so far (`confirm.json`).
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Doc {
-    /// Prompts per method.
-    pub prompts: usize,
-    /// Samples per prompt.
-    pub samples: usize,
-    /// Tokens per sample.
-    pub max_tokens: usize,
-    /// The levels.
-    pub levels: Vec<Level>,
-}
+pub type Doc = super::stats::Doc<Level>;
 
 /// The methods at one level.
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -160,19 +160,10 @@ pub async fn run_method(
     Ok(measure(sampler.clone(), offline_entropy, texts, &traces))
 }
 
-/// Every entropy level measured into one output directory (`diversity.json`): a run at
-/// one level adds itself to the levels already there, so the frontier grows run by run.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Doc {
-    /// Prompts per method.
-    pub prompts: usize,
-    /// Samples per prompt.
-    pub samples: usize,
-    /// Tokens per sample.
-    pub max_tokens: usize,
-    /// The levels, by increasing temperature.
-    pub levels: Vec<Level>,
-}
+/// Every entropy level measured into one output directory (`diversity.json`), by
+/// increasing temperature: a run at one level adds itself to the levels already there,
+/// so the frontier grows run by run.
+pub type Doc = super::stats::Doc<Level>;
 
 /// The methods at one entropy level (plain temperature's mean entropy at `level`).
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -27,3 +27,17 @@ impl Estimate {
         Estimate { mean, se }
     }
 }
+
+/// Every level a step measured into one output directory (`confirm.json`,
+/// `diversity.json`): the size of its runs and the levels, by the step's own level type.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Doc<L> {
+    /// Prompts per method.
+    pub prompts: usize,
+    /// Samples per prompt.
+    pub samples: usize,
+    /// Tokens per sample.
+    pub max_tokens: usize,
+    /// The levels.
+    pub levels: Vec<L>,
+}
