@@ -125,7 +125,7 @@ pub fn with_temperatures(plan: &[Planned], scales: &[f64]) -> Vec<Planned> {
 /// setting of the family beats, then by expected base log-probability); for HLG, the
 /// shipped knobs and `hlg` settings spread along the HLG part of the frontier (its two
 /// ends included), so that the online points cover the range the screening found.
-pub fn plan(level: &frontier::Level, per_family: usize, hlg: usize) -> Vec<Planned> {
+pub fn plan(level: &frontier::Screening, per_family: usize, hlg: usize) -> Vec<Planned> {
     let front = level.frontier();
     let on_front = |p: &Screened| front.iter().any(|q| std::ptr::eq(*q, p));
     let mut out = vec![];
@@ -199,7 +199,7 @@ pub fn spread(n: usize, k: usize) -> Vec<usize> {
 /// The settings of one family that no other of the same family beats on both offline
 /// measures.
 fn family_frontier<'a>(of: &[&'a Screened]) -> Vec<&'a Screened> {
-    let level = frontier::Level {
+    let level = frontier::Screening {
         level: 0.0,
         target_entropy: 0.0,
         positions: 0,
@@ -669,11 +669,11 @@ fn frontier_flags(out: &[Confirmed], diversity: fn(&Confirmed) -> f64, m: Measur
 }
 
 /// Every level measured so far (`confirm.json`).
-pub type Doc = super::stats::Doc<Level>;
+pub type Doc = super::stats::Doc<ConfirmedLevel>;
 
 /// The methods at one level.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Level {
+pub struct ConfirmedLevel {
     /// Plain temperature's T defining the target entropy.
     pub level: f64,
     /// The target (offline, from the screening).
@@ -689,12 +689,12 @@ mod tests {
     use super::*;
     use crate::frontier::{point, Screened};
 
-    fn level() -> frontier::Level {
+    fn level() -> frontier::Screening {
         let shipped = frontier::knob(&Sampler::Hlg {
             t: 1.0,
             hlg: mistralrs_hlg::HlgConfig::default().resolved(true),
         });
-        frontier::Level {
+        frontier::Screening {
             level: 1.0,
             target_entropy: 2.0,
             positions: 1,
@@ -939,7 +939,7 @@ mod tests {
         );
         // The table marks both frontiers, every row as wide as the header; the plot has
         // a row of panels per diversity measure.
-        let level = Level {
+        let level = ConfirmedLevel {
             level: 1.3,
             target_entropy: 4.4,
             methods: c,
@@ -970,7 +970,7 @@ mod tests {
     /// The plot of [`each_diversity_measure_has_its_frontier`]'s level: a row of panels
     /// per diversity measure, each knob labelled in every panel, a label at a panel's
     /// right end ending at its point.
-    fn confirm_plot_rows_and_labels(level: &Level) {
+    fn confirm_plot_rows_and_labels(level: &ConfirmedLevel) {
         let svg = crate::plot::confirm(level);
         let t = crate::plot::read::texts(&svg);
         let count = |want: &str| t.iter().filter(|x| *x == want).count();

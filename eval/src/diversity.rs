@@ -163,11 +163,11 @@ pub async fn run_method(
 /// Every entropy level measured into one output directory (`diversity.json`), by
 /// increasing temperature: a run at one level adds itself to the levels already there,
 /// so the frontier grows run by run.
-pub type Doc = super::stats::Doc<Level>;
+pub type Doc = super::stats::Doc<DiversityLevel>;
 
 /// The methods at one entropy level (plain temperature's mean entropy at `level`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Level {
+pub struct DiversityLevel {
     /// The temperature whose plain-temperature entropy every method matches.
     pub level: f64,
     /// The methods' results.
@@ -192,7 +192,7 @@ impl Doc {
         prompts: usize,
         samples: usize,
         max_tokens: usize,
-        level: Level,
+        level: DiversityLevel,
     ) -> (Doc, bool) {
         let fresh = Doc {
             prompts,
@@ -210,7 +210,7 @@ impl Doc {
                         prompts: o.prompts,
                         samples: o.samples,
                         max_tokens: o.max_tokens,
-                        levels: vec![Level {
+                        levels: vec![DiversityLevel {
                             level: o.level,
                             methods: o.methods,
                         }],
@@ -251,7 +251,7 @@ mod tests {
                 base_logprob: vec![-1.0],
             }]],
         );
-        let level = |l: f64| Level {
+        let level = |l: f64| DiversityLevel {
             level: l,
             methods: vec![r.clone()],
         };

@@ -341,7 +341,7 @@ pub const TAIL_FLOOR: f64 = 1e-6;
 
 /// Every setting at one entropy level.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Level {
+pub struct Screening {
     /// Plain temperature's T defining the target.
     pub level: f64,
     /// The target: plain temperature's mean entropy at `level` on the bisection's rows.
@@ -365,7 +365,7 @@ pub fn screen(
     level: f64,
     threads: usize,
     progress: impl Fn(usize, usize) + Sync,
-) -> Result<Level, EvalError> {
+) -> Result<Screening, EvalError> {
     if capture.rows.is_empty() || !(level.is_finite() && level > 0.0) {
         return Err(EvalError::Invalid(format!(
             "screening needs captured rows and a level > 0 (got {} rows, level {level})",
@@ -405,7 +405,7 @@ pub fn screen(
             .flat_map(|h| h.join().expect("a screening thread"))
             .collect()
     });
-    Ok(Level {
+    Ok(Screening {
         level,
         target_entropy: target,
         positions: capture.rows.len(),
@@ -453,7 +453,7 @@ impl Measure {
     }
 }
 
-impl Level {
+impl Screening {
     /// The family's best setting on `m` at this level, among the matched ones.
     pub fn best(&self, family: Family, m: Measure) -> Option<&Screened> {
         self.points
@@ -475,7 +475,7 @@ impl Level {
         pareto(self.points.iter().filter(|p| p.matched).collect())
     }
 
-    /// One family's own frontier at this level: [`Level::frontier`] among its matched
+    /// One family's own frontier at this level: [`Screening::frontier`] among its matched
     /// settings alone (the line a figure draws for the family).
     pub fn family_frontier(&self, family: Family) -> Vec<&Screened> {
         pareto(
@@ -510,7 +510,7 @@ fn pareto(matched: Vec<&Screened>) -> Vec<&Screened> {
 
 /// The HLG settings to confirm online: those on the frontier at the most levels, then
 /// with the lowest tail mass summed over the levels; at most `k`.
-pub fn candidates(levels: &[Level], k: usize) -> Vec<String> {
+pub fn candidates(levels: &[Screening], k: usize) -> Vec<String> {
     let mut score: std::collections::BTreeMap<String, (usize, f64)> = Default::default();
     for level in levels {
         for p in level
@@ -670,7 +670,7 @@ mod tests {
 
     #[test]
     fn best_and_the_frontier_compare_every_family() {
-        let level = Level {
+        let level = Screening {
             level: 1.0,
             target_entropy: 2.0,
             positions: 1,
@@ -729,7 +729,7 @@ mod tests {
         let settings = settings(3, 2);
         let level = screen(&c, &settings, 1.0, 1, |_, _| {}).unwrap();
         let text = serde_json::to_string(&level).unwrap();
-        let back: Level = serde_json::from_str(&text).unwrap();
+        let back: Screening = serde_json::from_str(&text).unwrap();
         // serde_json reads floats to within an ulp; the KL of a truncating sampler is
         // infinite, written as null.
         assert_eq!(back.points.len(), level.points.len());

@@ -32,7 +32,7 @@ impl Arm {
 
 /// One request's timings.
 #[derive(Clone, Debug, Serialize)]
-pub struct Sample {
+pub struct Timing {
     /// The arm.
     pub arm: Arm,
     /// Tokens generated.
@@ -74,8 +74,8 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 /// Per arm, the medians over rounds (each round's value the mean over its prompts).
-pub fn summarise(all: &[Vec<Sample>]) -> Vec<Summary> {
-    let per_round = |round: &[Sample], arm: Arm, f: fn(&Sample) -> f64| {
+pub fn summarise(all: &[Vec<Timing>]) -> Vec<Summary> {
+    let per_round = |round: &[Timing], arm: Arm, f: fn(&Timing) -> f64| {
         let v: Vec<f64> = round.iter().filter(|s| s.arm == arm).map(f).collect();
         v.iter().sum::<f64>() / v.len().max(1) as f64
     };
@@ -145,7 +145,7 @@ pub async fn run(
     rounds: usize,
     max_tokens: usize,
     mut progress: impl FnMut(),
-) -> Result<(Vec<Vec<Sample>>, Vec<Summary>), EvalError> {
+) -> Result<(Vec<Vec<Timing>>, Vec<Summary>), EvalError> {
     let mut all = vec![];
     for r in 0..rounds {
         let mut round = vec![];
@@ -160,7 +160,7 @@ pub async fn run(
                     .map_err(EvalError::engine)?;
                 let wall_s = start.elapsed().as_secs_f64();
                 let u = &resp.usage;
-                round.push(Sample {
+                round.push(Timing {
                     arm,
                     tokens: u.completion_tokens,
                     wall_s,

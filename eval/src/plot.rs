@@ -338,7 +338,7 @@ type MeasureOf = fn(&super::confirm::Confirmed) -> super::confirm::Estimate;
 /// rate and against the mean base log-probability, one line per family through its
 /// settings (in order of the quality measure), each point labelled with its knob and
 /// drawn with its standard errors on both axes.
-pub fn confirm(level: &super::confirm::Level) -> String {
+pub fn confirm(level: &super::confirm::ConfirmedLevel) -> String {
     let title = format!(
         "online, at matched entropy (plain temperature's at T = {}): diversity against quality, ±1 standard error",
         level.level
@@ -363,7 +363,7 @@ pub fn confirm(level: &super::confirm::Level) -> String {
 
 fn confirm_panel(
     cell: &Area<'_>,
-    level: &super::confirm::Level,
+    level: &super::confirm::ConfirmedLevel,
     (xl, fx): (&str, MeasureOf),
     (yl, fy): (&str, MeasureOf),
 ) -> Drawn {
@@ -464,7 +464,7 @@ pub(crate) const FRONTIER_COLORS: [&str; 6] = [
 /// log-prob. Each family's frontier is a line through its points, labelled with their
 /// knobs; its other matched settings are faint dots; the setting whose knob is `shipped`
 /// is ringed.
-pub fn frontier_level(level: &super::frontier::Level, shipped: &str) -> String {
+pub fn frontier_level(level: &super::frontier::Screening, shipped: &str) -> String {
     let matched = level.points.iter().filter(|p| p.matched).count();
     let title = format!(
         "offline, at plain temperature's entropy at T = {} ({:.3} nats, {} positions): each family's frontier ({} of {} settings matched)",
@@ -518,7 +518,11 @@ fn tail_mesh(chart: &mut Chart<'_, '_>) -> Drawn {
     Ok(())
 }
 
-fn frontier_level_panel(area: &Area<'_>, level: &super::frontier::Level, shipped: &str) -> Drawn {
+fn frontier_level_panel(
+    area: &Area<'_>,
+    level: &super::frontier::Screening,
+    shipped: &str,
+) -> Drawn {
     use super::frontier::{Family, Screened};
     let own: Vec<Vec<&Screened>> = Family::ALL
         .into_iter()
@@ -793,9 +797,9 @@ mod tests {
     }
 
     /// A screened level whose frontiers are known by hand.
-    fn screened_level() -> crate::frontier::Level {
-        use crate::frontier::{point, Family, Level, Screened};
-        Level {
+    fn screened_level() -> crate::frontier::Screening {
+        use crate::frontier::{point, Family, Screened, Screening};
+        Screening {
             level: 1.3,
             target_entropy: 4.43,
             positions: 284,

@@ -266,7 +266,7 @@ const SCREENED_HEAD: &str = "T | tail mass | exp. base log-prob | top mass | KL 
 
 /// The offline screening as Markdown: per level, each family's best setting on each
 /// quality measure and the frontier, then the HLG candidates' measures at every level.
-pub fn frontier_table(levels: &[frontier::Level], candidates: &[String]) -> String {
+pub fn frontier_table(levels: &[frontier::Screening], candidates: &[String]) -> String {
     let mut s = String::new();
     for l in levels {
         s += &format!(
@@ -312,7 +312,7 @@ pub fn frontier_table(levels: &[frontier::Level], candidates: &[String]) -> Stri
 }
 
 /// One level's frontier as a table, and the settings that could not be matched.
-fn frontier_rows(l: &frontier::Level) -> String {
+fn frontier_rows(l: &frontier::Screening) -> String {
     let front = l.frontier();
     let mut s = format!(
         "\nThe frontier (no setting better on one measure and as good on the other; tail mass below 1e-6 counts as none), {} settings, {} of them HLG's:\n\n| family | setting | {SCREENED_HEAD}\n| --- | --- | --- | --- | --- | --- | --- |\n",
@@ -346,7 +346,7 @@ fn frontier_rows(l: &frontier::Level) -> String {
 
 /// Each family's offline frontier: its best value of each quality measure per level, one
 /// line per family, and the shipped HLG knobs beside the best HLG setting.
-pub fn frontier_plot(levels: &[frontier::Level]) -> String {
+pub fn frontier_plot(levels: &[frontier::Screening]) -> String {
     let xs: Vec<String> = levels.iter().map(|l| format!("T={}", l.level)).collect();
     let shipped = frontier::shipped_knob();
     let panels = frontier::Measure::ALL
@@ -706,7 +706,7 @@ mod tests {
 
     #[test]
     fn diversity_table_and_frontier() {
-        use crate::diversity::{Level, MethodResult};
+        use crate::diversity::{DiversityLevel, MethodResult};
         let method = |name: &str, k: f64| MethodResult {
             sampler: Sampler::Temperature { t: 0.8 + 0.1 * k },
             name: name.into(),
@@ -728,7 +728,7 @@ mod tests {
             levels: [0.8, 1.0]
                 .into_iter()
                 .enumerate()
-                .map(|(i, level)| Level {
+                .map(|(i, level)| DiversityLevel {
                     level,
                     methods: vec![
                         method("temperature", i as f64),
@@ -773,7 +773,7 @@ mod tests {
         insta::assert_snapshot!("curve_plot", svg);
     }
 
-    fn screened_level(level: f64) -> frontier::Level {
+    fn screened_level(level: f64) -> frontier::Screening {
         let mut points = vec![];
         for (k, s) in frontier::baselines().into_iter().enumerate() {
             points.push(frontier::Screened {
@@ -796,7 +796,7 @@ mod tests {
                 matched: k != 1,
             });
         }
-        frontier::Level {
+        frontier::Screening {
             level,
             target_entropy: 2.0 * level,
             positions: 9,

@@ -564,11 +564,11 @@ fn kept_level(
     path: &std::path::Path,
     c: &capture::Capture,
     settings: &[Sampler],
-) -> Option<mistralrs_hlg_eval::frontier::Level> {
+) -> Option<mistralrs_hlg_eval::frontier::Screening> {
     use mistralrs_hlg_eval::frontier;
     let text = std::fs::read_to_string(path).ok()?;
     let knobs: Vec<String> = settings.iter().map(frontier::knob).collect();
-    serde_json::from_str::<frontier::Level>(&text)
+    serde_json::from_str::<frontier::Screening>(&text)
         .ok()
         .filter(|l| l.capture == c.fingerprint() && l.points.iter().map(|p| &p.knob).eq(&knobs))
 }
@@ -581,7 +581,7 @@ fn screen_levels(
     settings: &[Sampler],
     levels: &[f64],
     threads: usize,
-) -> anyhow::Result<Vec<mistralrs_hlg_eval::frontier::Level>> {
+) -> anyhow::Result<Vec<mistralrs_hlg_eval::frontier::Screening>> {
     use mistralrs_hlg_eval::frontier;
     std::fs::create_dir_all(dir)?;
     let mut done = vec![];
@@ -616,7 +616,7 @@ fn check_confirm(a: &ConfirmArgs) -> anyhow::Result<()> {
 
 /// Each level's screening and the confirmation's plan for it.
 type Plans = (
-    Vec<mistralrs_hlg_eval::frontier::Level>,
+    Vec<mistralrs_hlg_eval::frontier::Screening>,
     Vec<Vec<mistralrs_hlg_eval::confirm::Planned>>,
 );
 
@@ -776,7 +776,7 @@ fn open_stores(
 fn read_screened(
     out: &std::path::Path,
     level: f64,
-) -> anyhow::Result<mistralrs_hlg_eval::frontier::Level> {
+) -> anyhow::Result<mistralrs_hlg_eval::frontier::Screening> {
     let path = out.join("frontier").join(format!("level-{level}.json"));
     let text = std::fs::read_to_string(&path).map_err(|e| {
         anyhow::anyhow!(
@@ -804,20 +804,20 @@ impl ConfirmReport<'_> {
     /// level sampled under OUT/confirm, read as it is (another run may be adding to it).
     fn write(
         &self,
-        screened: &[mistralrs_hlg_eval::frontier::Level],
+        screened: &[mistralrs_hlg_eval::frontier::Screening],
         plans: &[Vec<mistralrs_hlg_eval::confirm::Planned>],
         stores: &[Vec<mistralrs_hlg_eval::confirm::Store>],
     ) -> anyhow::Result<()> {
         use mistralrs_hlg_eval::confirm;
         let (ps, samples) = (self.ps, self.samples);
-        let level = |l: &mistralrs_hlg_eval::frontier::Level,
+        let level = |l: &mistralrs_hlg_eval::frontier::Screening,
                      plan: &[confirm::Planned],
-                     runs: Vec<Vec<confirm::Sample>>| confirm::Level {
+                     runs: Vec<Vec<confirm::Sample>>| confirm::ConfirmedLevel {
             level: l.level,
             target_entropy: l.target_entropy,
             methods: confirm::measure(plan, &runs, ps, samples),
         };
-        let mut levels: Vec<confirm::Level> = screened
+        let mut levels: Vec<confirm::ConfirmedLevel> = screened
             .iter()
             .zip(plans.iter().zip(stores))
             .map(|(l, (plan, st))| level(l, plan, st.iter().map(|s| s.samples.clone()).collect()))
@@ -860,7 +860,7 @@ impl ConfirmReport<'_> {
     /// entropy, HLG against every other method (`verdict::compare`).
     fn write_verdict(
         &self,
-        screened: &[mistralrs_hlg_eval::frontier::Level],
+        screened: &[mistralrs_hlg_eval::frontier::Screening],
         plans: &[Vec<mistralrs_hlg_eval::confirm::Planned>],
         stores: &[Vec<mistralrs_hlg_eval::confirm::Store>],
     ) -> anyhow::Result<()> {
@@ -884,8 +884,8 @@ impl ConfirmReport<'_> {
     /// their sample directories.
     fn other_levels(
         &self,
-        screened: &[mistralrs_hlg_eval::frontier::Level],
-    ) -> anyhow::Result<Vec<(mistralrs_hlg_eval::frontier::Level, std::path::PathBuf)>> {
+        screened: &[mistralrs_hlg_eval::frontier::Screening],
+    ) -> anyhow::Result<Vec<(mistralrs_hlg_eval::frontier::Screening, std::path::PathBuf)>> {
         let Ok(entries) = std::fs::read_dir(self.dir.join("confirm")) else {
             return Ok(vec![]);
         };
@@ -945,7 +945,7 @@ fn diversity(args: DiversityArgs) -> anyhow::Result<()> {
         bar.finish();
         anyhow::Ok(out)
     })?;
-    let level = diversity::Level {
+    let level = diversity::DiversityLevel {
         level,
         methods: results,
     };
@@ -972,7 +972,7 @@ fn warn_if_other_weights(c: &capture::Capture) {
 /// the table and the frontier.
 fn write_diversity(
     dir: &std::path::Path,
-    level: mistralrs_hlg_eval::diversity::Level,
+    level: mistralrs_hlg_eval::diversity::DiversityLevel,
     prompts: usize,
     samples: usize,
     max_tokens: usize,
