@@ -539,7 +539,7 @@ fn frontier_level_panel(
     let x = decades(drawn.iter().map(|p| screened_at(p).0));
     let mut chart = ChartBuilder::on(area)
         .margin(12)
-        .margin_right(220)
+        .margin_right(24)
         .x_label_area_size(40)
         .y_label_area_size(60)
         .build_cartesian_2d(x.0..x.1, y.0..y.1)?;
@@ -558,10 +558,10 @@ fn frontier_level_panel(
     }
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::Coordinate(
-            area.dim_in_pixel().0 as i32 - 200,
-            10,
-        ))
+        // The lower right: high tail mass and low log-prob, where no frontier runs.
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(RGBColor(0xbb, 0xbb, 0xbb))
         .label_font((FONT, 11))
         .draw()?;
     let ring = drawn
