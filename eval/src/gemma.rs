@@ -307,7 +307,9 @@ impl Gemma {
     /// A sample of up to `max_tokens` tokens after `prompt` through `s`, each token drawn
     /// from the stream `seed` (as `generate::generate_seeded` draws on the engine): the
     /// text, and per step the entropy of the distribution drawn from and the base
-    /// log-probability of the drawn token. Stops at the end-of-sequence token.
+    /// log-probability of the drawn token (every drawn token's: the engine's trace lacks
+    /// the last one's, which no processor call follows). Stops at the end-of-sequence
+    /// token.
     pub fn generate_seeded(
         &mut self,
         prompt: &str,
