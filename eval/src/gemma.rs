@@ -19,7 +19,7 @@ use mistralrs_hlg::model::WheelModel;
 use super::capture::{Capture, CaptureConfig};
 use super::generate::{draw, Judged, SplitMix, Trace};
 use super::metrics::log_softmax;
-use super::sampler::{probs, Sampler};
+use super::sampler::{entropy_of, probs, Sampler};
 use super::EvalError;
 
 /// Gemma 3 270M, Q4_K_M: `gemma-3-270m-q4_k_m.gguf` split over four wheels.
@@ -138,8 +138,7 @@ impl Vocab {
             match self.types[i as usize] {
                 USER_DEFINED => self.user.push((p.clone(), i)),
                 BYTE => {
-                    let hex = p.strip_prefix("<0x").and_then(|h| h.strip_suffix('>'));
-                    if let Some(b) = hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                    if let Some(b) = byte_of(p) {
                         self.bytes[usize::from(b)] = Some(i);
                     }
                 }
@@ -228,17 +227,18 @@ impl Vocab {
             };
             match self.types[id as usize] {
                 CONTROL => {}
-                BYTE => bytes.extend(
-                    self.bytes
-                        .iter()
-                        .position(|b| *b == Some(id))
-                        .map(|b| b as u8),
-                ),
+                BYTE => bytes.extend(byte_of(piece)),
                 _ => bytes.extend(piece.replace('▁', " ").bytes()),
             }
         }
         String::from_utf8_lossy(&bytes).into_owned()
     }
+}
+
+/// The byte a byte piece (`<0xXX>`) stands for.
+fn byte_of(piece: &str) -> Option<u8> {
+    let hex = piece.strip_prefix("<0x")?.strip_suffix('>')?;
+    u8::from_str_radix(hex, 16).ok()
 }
 
 /// Gemma 3 on the CPU, with its vocabulary.
@@ -326,12 +326,7 @@ impl Gemma {
             })?;
             s.transform(&mut logits);
             let q = probs(&logits, s.temperature());
-            trace.entropy.push(
-                -q.iter()
-                    .filter(|&&v| v > 0.0)
-                    .map(|v| v * v.ln())
-                    .sum::<f64>(),
-            );
+            trace.entropy.push(entropy_of(&q));
             let pick = draw(&q, seed.unit());
             trace.base_logprob.push(base[pick]);
             if pick as u32 == self.vocab.eos {

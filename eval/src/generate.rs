@@ -10,7 +10,7 @@ use mistralrs::{RequestBuilder, TextMessageRole};
 use serde::{Deserialize, Serialize};
 
 use super::metrics::{log_softmax, TAIL};
-use super::sampler::{probs, Sampler};
+use super::sampler::{entropy_of, probs, Sampler};
 use super::EvalError;
 
 #[derive(Default)]
@@ -57,12 +57,7 @@ impl mistralrs_core::CustomLogitsProcessor for Recorder {
         let mut y = x;
         self.sampler.transform(&mut y);
         let q = probs(&y, self.sampler.temperature());
-        s.trace.entropy.push(
-            -q.iter()
-                .filter(|&&v| v > 0.0)
-                .map(|v| v * v.ln())
-                .sum::<f64>(),
-        );
+        s.trace.entropy.push(entropy_of(&q));
         if let Some(draws) = &self.draws {
             // The host can then only draw this token: every other logit is -inf.
             let u = draws.lock().unwrap().unit();

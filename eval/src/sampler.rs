@@ -297,7 +297,7 @@ fn top_h(x: &mut [f32], t: f64, alpha: f64) {
 }
 
 /// Entropy (nats) of a distribution.
-fn entropy_of(q: &[f64]) -> f64 {
+pub fn entropy_of(q: &[f64]) -> f64 {
     -q.iter()
         .filter(|&&v| v > 0.0)
         .map(|v| v * v.ln())
