@@ -386,19 +386,30 @@ pub async fn run_prompt(
         samples,
         batch,
     } = draws;
-    let batch = if model.batches() { batch } else { 1 };
     let todo: Vec<(usize, usize)> = (0..methods.len())
         .flat_map(|j| (0..samples).map(move |k| (j, k)))
         .filter(|&(j, k)| !stores[j].has(prompt, k))
         .collect();
+    // In chunks of `batch`, each stored once all of it is done: a stopped run loses at
+    // most one chunk.
     for chunk in todo.chunks(batch.max(1)) {
-        let runs = chunk.iter().map(|&(j, k)| {
-            let (m, max_tokens) = (&methods[j], stores[j].header.max_tokens);
-            model.generate_seeded(prompt, &m.sampler, max_tokens, m.seed(level, prompt, k))
-        });
-        let done = futures::future::join_all(runs).await;
-        for (&(j, k), result) in chunk.iter().zip(done) {
-            let (text, trace) = result?;
+        let seeds: Vec<SplitMix> = chunk
+            .iter()
+            .map(|&(j, k)| methods[j].seed(level, prompt, k))
+            .collect();
+        let rows: Vec<(&Sampler, usize, SplitMix)> = chunk
+            .iter()
+            .zip(&seeds)
+            .map(|(&(j, _), seed)| {
+                (
+                    &methods[j].sampler,
+                    stores[j].header.max_tokens,
+                    seed.clone(),
+                )
+            })
+            .collect();
+        let done = model.generate_many(prompt, &rows, batch).await?;
+        for (&(j, k), (text, trace)) in chunk.iter().zip(done) {
             let judged = match judge {
                 Some(judge) => Some(judge.judge(prompt, &text).await?),
                 None => None,

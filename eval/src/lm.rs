@@ -2,10 +2,7 @@
 //! engine (the embedded model, or any GGUF mistral.rs loads) and Gemma 3 through candle.
 
 #[cfg(feature = "gemma")]
-use std::sync::Mutex;
-
-#[cfg(feature = "gemma")]
-use super::gemma::Gemma;
+use super::gemma::{Gemma, Row};
 use super::generate::{self, Judged, SplitMix, Trace};
 use super::sampler::Sampler;
 use super::EvalError;
@@ -16,9 +13,9 @@ pub enum Lm<'a> {
     /// Through the engine: the chat template, several sequences at once where the engine
     /// batches them correctly.
     Engine(&'a mistralrs::Model),
-    /// Gemma 3 through candle, one sequence at a time.
+    /// Gemma 3 through this crate's forward pass on candle, many rows at once.
     #[cfg(feature = "gemma")]
-    Gemma(&'a Mutex<Gemma>),
+    Gemma(&'a Gemma),
 }
 
 impl Lm<'_> {
@@ -33,9 +30,7 @@ impl Lm<'_> {
         match self {
             Lm::Engine(m) => generate::generate_seeded(m, prompt, sampler, max_tokens, seed).await,
             #[cfg(feature = "gemma")]
-            Lm::Gemma(g) => {
-                run_blocking(|| lock(g)?.generate_seeded(prompt, sampler, max_tokens, seed))
-            }
+            Lm::Gemma(g) => run_blocking(|| g.generate_seeded(prompt, sampler, max_tokens, seed)),
         }
     }
 
@@ -45,21 +40,47 @@ impl Lm<'_> {
         match self {
             Lm::Engine(m) => generate::judge(m, prompt, continuation).await,
             #[cfg(feature = "gemma")]
-            Lm::Gemma(g) => run_blocking(|| lock(g)?.judge(prompt, continuation)),
+            Lm::Gemma(g) => run_blocking(|| g.judge(prompt, continuation)),
         }
     }
 
-    /// Whether several generations may be sent at once (the engine decides with its
-    /// probe; candle's Gemma runs one sequence at a time).
-    pub fn batches(self) -> bool {
-        matches!(self, Lm::Engine(_))
+    /// Seeded samples after one prompt, one per `(sampler, max tokens, seed)`, in order:
+    /// on the engine, `batch` requests at once (sound only where the engine's batched
+    /// rows equal single ones: the caller checks with the engine's probe); on Gemma, all
+    /// as the rows of one batched decode.
+    pub async fn generate_many(
+        self,
+        prompt: &str,
+        rows: &[(&Sampler, usize, SplitMix)],
+        batch: usize,
+    ) -> Result<Vec<(String, Trace)>, EvalError> {
+        match self {
+            Lm::Engine(_) => {
+                let mut out = Vec::with_capacity(rows.len());
+                for chunk in rows.chunks(batch.max(1)) {
+                    let runs = chunk
+                        .iter()
+                        .map(|(s, n, seed)| self.generate_seeded(prompt, s, *n, seed.clone()));
+                    for r in futures::future::join_all(runs).await {
+                        out.push(r?);
+                    }
+                }
+                Ok(out)
+            }
+            #[cfg(feature = "gemma")]
+            Lm::Gemma(g) => {
+                let rows: Vec<Row<'_>> = rows
+                    .iter()
+                    .map(|(sampler, max_tokens, seed)| Row {
+                        sampler,
+                        max_tokens: *max_tokens,
+                        seed: seed.clone(),
+                    })
+                    .collect();
+                run_blocking(|| g.generate_rows(prompt, &rows))
+            }
+        }
     }
-}
-
-#[cfg(feature = "gemma")]
-fn lock(g: &Mutex<Gemma>) -> Result<std::sync::MutexGuard<'_, Gemma>, EvalError> {
-    g.lock()
-        .map_err(|_| EvalError::Invalid("an earlier Gemma call panicked".into()))
 }
 
 #[cfg(feature = "gemma")]

@@ -194,7 +194,8 @@ pub struct ConfirmArgs {
     hlg: usize,
     /// Samples sent to the engine at once, when its batched rows are right (checked at
     /// start-up; mistral.rs 0.8.1's CPU decode is not: there one at a time, or build the
-    /// patched engine with scripts/patched-eval). The same samples either way.
+    /// patched engine with scripts/patched-eval); with --gemma, the rows of one batched
+    /// decode (a prompt's 100-odd samples fit one). The same samples either way.
     #[arg(long, default_value_t = mistralrs_hlg_eval::confirm::BATCH)]
     batch: usize,
     /// Print the plan and what is left to sample, and stop.
@@ -293,7 +294,7 @@ pub struct ModelChoice {
 /// The models of a run: the one sampled from and, with a judge, the other one.
 struct Models {
     engine: Option<mistralrs::Model>,
-    gemma: Option<std::sync::Mutex<Gemma>>,
+    gemma: Option<Gemma>,
     on_gemma: bool,
 }
 
@@ -310,7 +311,7 @@ impl Models {
             None
         };
         let gemma = if choice.gemma || judge {
-            Some(std::sync::Mutex::new(Gemma::load(&gemma::fetch()?)?))
+            Some(Gemma::load(&gemma::fetch()?)?)
         } else {
             None
         };
@@ -335,11 +336,11 @@ impl Models {
     }
 
     /// How many samples go at once: `asked` where the engine's batches are right (its
-    /// probe), else one.
+    /// probe), else one; on Gemma, `asked` (rows of one batched decode).
     async fn batch(&self, asked: usize) -> anyhow::Result<usize> {
         Ok(match self.sampled()? {
             Lm::Engine(e) => probed_batch(e, asked).await,
-            Lm::Gemma(_) => 1,
+            Lm::Gemma(_) => asked,
         })
     }
 
@@ -416,7 +417,7 @@ fn capture(args: CaptureArgs) -> anyhow::Result<()> {
         let at = |i: usize| bar.set_position(i as u64);
         let c = match m.sampled()? {
             Lm::Engine(e) => capture::capture(e, &prompts, &config, at).await,
-            Lm::Gemma(g) => lock_gemma(g)?.capture(&prompts, &config, at),
+            Lm::Gemma(g) => g.capture(&prompts, &config, at),
         };
         bar.finish();
         anyhow::Ok(c?)
@@ -704,11 +705,6 @@ fn confirm(args: ConfirmArgs) -> anyhow::Result<()> {
     let dir = out.out.display();
     eprintln!("confirm.json, confirm.md, confirm-<T>.svg → {dir}");
     Ok(())
-}
-
-fn lock_gemma(g: &std::sync::Mutex<Gemma>) -> anyhow::Result<std::sync::MutexGuard<'_, Gemma>> {
-    g.lock()
-        .map_err(|_| anyhow::anyhow!("an earlier Gemma call panicked"))
 }
 
 /// `asked` when the engine decodes a batch's rows as it decodes each sequence alone (the

@@ -1,0 +1,387 @@
+//! Gemma 3's forward pass on candle's tensor ops, written for the evaluation.
+//!
+//! Why not candle-transformers' `quantized_gemma3`: it applies SiLU in the feed-forward
+//! gate where Gemma 3 applies GELU (tanh form) (candle issue #3745, open in 0.10.2 and
+//! 0.11), and it returns the last position's logits only, one sequence at a time. Here
+//! every weight is dequantized to f32 once at load (about 1.1 GB for the 270M model), so
+//! that many rows decode as one matrix product per weight, and a teacher-forced judgement
+//! is one pass over the whole text.
+
+use std::io::{Read, Seek};
+
+use candle_core::quantized::gguf_file::Content;
+use candle_core::{Device, Result, Tensor};
+use candle_nn::ops::{rms_norm, softmax_last_dim};
+use candle_nn::rotary_emb::rope;
+
+/// The feed-forward gate's activation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Activation {
+    /// Gemma 3's (`gelu_pytorch_tanh`).
+    GeluTanh,
+    /// SiLU, as candle-transformers 0.10.2's `quantized_gemma3` applies it: kept so that a
+    /// test can check this forward against that one.
+    Silu,
+}
+
+/// The shape of the model, from the GGUF metadata.
+#[derive(Clone, Copy, Debug)]
+struct Shape {
+    n_head: usize,
+    n_kv_head: usize,
+    head_dim: usize,
+    eps: f32,
+    /// Sliding-window layers see the keys of the last `window` positions.
+    window: usize,
+}
+
+struct Layer {
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    o: Tensor,
+    gate: Tensor,
+    up: Tensor,
+    down: Tensor,
+    attn_norm: Tensor,
+    q_norm: Tensor,
+    k_norm: Tensor,
+    post_attn_norm: Tensor,
+    ffn_norm: Tensor,
+    post_ffn_norm: Tensor,
+    /// A sliding-window layer (local RoPE base); the others attend to every position.
+    sliding: bool,
+}
+
+/// Gemma 3 with f32 weights on the CPU.
+pub struct Net {
+    /// The token embeddings, also the output projection (tied), [V, d].
+    embed: Tensor,
+    output: Option<Tensor>,
+    layers: Vec<Layer>,
+    norm: Tensor,
+    shape: Shape,
+    /// The RoPE frequencies of the sliding-window layers and of the global ones.
+    inv_freq: [Vec<f32>; 2],
+    activation: Activation,
+    device: Device,
+}
+
+/// The keys and values of a batch of sequences of one length (each layer's
+/// [rows, kv heads, length, head dim]).
+#[derive(Clone, Default)]
+pub struct Cache {
+    kv: Vec<(Tensor, Tensor)>,
+    len: usize,
+}
+
+impl Cache {
+    /// The positions held.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no position is held.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// This one-row cache as `rows` identical rows (a prompt decoded once, then sampled
+    /// many times).
+    pub fn repeat(&self, rows: usize) -> Result<Cache> {
+        let rep = |t: &Tensor| t.repeat((rows, 1, 1, 1));
+        let kv = self
+            .kv
+            .iter()
+            .map(|(k, v)| Ok((rep(k)?, rep(v)?)))
+            .collect::<Result<_>>()?;
+        Ok(Cache { kv, len: self.len })
+    }
+
+    /// Keeps the rows `rows` (in that order), dropping the others.
+    pub fn keep(&mut self, rows: &[usize]) -> Result<()> {
+        let Some((k0, _)) = self.kv.first() else {
+            return Ok(());
+        };
+        let idx: Vec<u32> = rows.iter().map(|&r| r as u32).collect();
+        let idx = Tensor::new(idx.as_slice(), k0.device())?;
+        for (k, v) in &mut self.kv {
+            *k = k.index_select(&idx, 0)?;
+            *v = v.index_select(&idx, 0)?;
+        }
+        Ok(())
+    }
+}
+
+fn rope_frequencies(head_dim: usize, base: f32) -> Vec<f32> {
+    (0..head_dim / 2)
+        .map(|i| 1.0 / base.powf(2.0 * i as f32 / head_dim as f32))
+        .collect()
+}
+
+impl Net {
+    /// Loads a Gemma 3 GGUF file (architecture `gemma3`), dequantizing every tensor.
+    pub fn load<R: Read + Seek>(ct: &Content, r: &mut R, activation: Activation) -> Result<Net> {
+        let arch = ct
+            .metadata
+            .get("general.architecture")
+            .map(|v| v.to_string());
+        if !matches!(arch, Some(Ok(a)) if a == "gemma3") {
+            candle_core::bail!("a gemma3 GGUF file was expected");
+        }
+        let key = |k: &str| {
+            ct.metadata
+                .get(&format!("gemma3.{k}"))
+                .ok_or_else(|| candle_core::Error::Msg(format!("the GGUF file has no gemma3.{k}")))
+        };
+        let usize_of = |k: &str| -> Result<usize> { Ok(key(k)?.to_u32()? as usize) };
+        let shape = Shape {
+            n_head: usize_of("attention.head_count")?,
+            n_kv_head: usize_of("attention.head_count_kv")?,
+            head_dim: usize_of("attention.key_length")?,
+            eps: key("attention.layer_norm_rms_epsilon")?.to_f32()?,
+            window: usize_of("attention.sliding_window")?,
+        };
+        // Gemma 3 alternates five sliding-window layers with one global one; the RoPE base
+        // is 10,000 on the first, the file's (1e6) on the second. The 270M model has no
+        // RoPE scaling: a file that asks for one is refused rather than run wrongly.
+        let pattern = key("attention.sliding_window_type").map_or(Ok(6), |v| v.to_u32())? as usize;
+        let local_base = key("rope.local_freq_base").map_or(Ok(10_000.0), |v| v.to_f32())?;
+        let global_base = key("rope.freq_base")?.to_f32()?;
+        if key("rope.scaling.factor").is_ok_and(|v| v.to_f32().is_ok_and(|f| f != 1.0)) {
+            candle_core::bail!("RoPE scaling is not supported");
+        }
+        let device = Device::Cpu;
+        let mut get = |name: &str| ct.tensor(r, name, &device)?.dequantize(&device);
+        let embed = get("token_embd.weight")?;
+        let output = match ct.tensor_infos.contains_key("output.weight") {
+            true => Some(get("output.weight")?),
+            false => None,
+        };
+        let norm = get("output_norm.weight")?;
+        let blocks = usize_of("block_count")?;
+        let layers = (0..blocks)
+            .map(|i| Layer::load(&mut get, i, (i + 1) % pattern != 0))
+            .collect::<Result<_>>()?;
+        Ok(Net {
+            embed,
+            output,
+            layers,
+            norm,
+            shape,
+            inv_freq: [
+                rope_frequencies(shape.head_dim, local_base),
+                rope_frequencies(shape.head_dim, global_base),
+            ],
+            activation,
+            device,
+        })
+    }
+
+    /// The vocabulary size.
+    pub fn vocab_size(&self) -> usize {
+        self.embed.dims()[0]
+    }
+
+    /// The final hidden states (after the output norm), [rows · s, d], of `ids`: `rows`
+    /// sequences of `s = ids.len() / rows` tokens each, row-major, continuing the
+    /// sequences in `cache` (empty: they start here), which takes their keys and values.
+    pub fn forward(&self, ids: &[u32], rows: usize, cache: &mut Cache) -> Result<Tensor> {
+        let s = ids.len() / rows.max(1);
+        if rows == 0 || s * rows != ids.len() {
+            candle_core::bail!("{} ids are not {rows} rows of one length", ids.len());
+        }
+        let d = self.embed.dims()[1];
+        let ids = Tensor::new(ids, &self.device)?;
+        let mut x = (self.embed.index_select(&ids, 0)? * (d as f64).sqrt())?;
+        let start = cache.len;
+        let ropes = [self.rope(0, start, s)?, self.rope(1, start, s)?];
+        let n_rep = self.shape.n_head / self.shape.n_kv_head;
+        let masks = [
+            mask(start, s, Some(self.shape.window), n_rep, &self.device)?,
+            mask(start, s, None, n_rep, &self.device)?,
+        ];
+        for (i, l) in self.layers.iter().enumerate() {
+            let g = usize::from(!l.sliding);
+            let h = rms_norm(&x, &l.attn_norm, self.shape.eps)?;
+            let kv = cache.kv.get(i);
+            let (a, k, v) = self.attend(l, &h, (rows, s), kv, &ropes[g], masks[g].as_ref())?;
+            match cache.kv.get_mut(i) {
+                Some(slot) => *slot = (k, v),
+                None => cache.kv.push((k, v)),
+            }
+            x = (x + rms_norm(&a, &l.post_attn_norm, self.shape.eps)?)?;
+            let h = rms_norm(&x, &l.ffn_norm, self.shape.eps)?;
+            let gate = h.matmul(&l.gate.t()?)?;
+            let gate = match self.activation {
+                Activation::GeluTanh => gate.gelu()?,
+                Activation::Silu => candle_nn::ops::silu(&gate)?,
+            };
+            let m = (gate * h.matmul(&l.up.t()?)?)?.matmul(&l.down.t()?)?;
+            x = (x + rms_norm(&m, &l.post_ffn_norm, self.shape.eps)?)?;
+        }
+        cache.len += s;
+        rms_norm(&x, &self.norm, self.shape.eps)
+    }
+
+    /// The logits of hidden states `h` ([n, d] → [n, V]).
+    pub fn logits(&self, h: &Tensor) -> Result<Tensor> {
+        h.matmul(&self.output.as_ref().unwrap_or(&self.embed).t()?)
+    }
+
+    /// cos and sin of RoPE for positions `start..start + s` ([s, head dim / 2] each).
+    fn rope(&self, which: usize, start: usize, s: usize) -> Result<(Tensor, Tensor)> {
+        let f = &self.inv_freq[which];
+        let angles: Vec<f32> = (start..start + s)
+            .flat_map(|p| f.iter().map(move |w| p as f32 * w))
+            .collect();
+        let angles = Tensor::from_vec(angles, (s, f.len()), &self.device)?;
+        Ok((angles.cos()?, angles.sin()?))
+    }
+
+    /// One layer's attention over `h` ([rows · s, d]) after the cached keys and values
+    /// `kv`: the output ([rows · s, d]) and the keys and values now held.
+    fn attend(
+        &self,
+        l: &Layer,
+        h: &Tensor,
+        (rows, s): (usize, usize),
+        kv: Option<&(Tensor, Tensor)>,
+        (cos, sin): &(Tensor, Tensor),
+        mask: Option<&Tensor>,
+    ) -> Result<(Tensor, Tensor, Tensor)> {
+        let Shape {
+            n_head,
+            n_kv_head,
+            head_dim,
+            eps,
+            ..
+        } = self.shape;
+        // [rows, heads, s, head dim]
+        let heads = |w: &Tensor, n: usize| -> Result<Tensor> {
+            h.matmul(&w.t()?)?
+                .reshape((rows, s, n, head_dim))?
+                .transpose(1, 2)?
+                .contiguous()
+        };
+        let q = rope(&rms_norm(&heads(&l.q, n_head)?, &l.q_norm, eps)?, cos, sin)?;
+        let k = rope(
+            &rms_norm(&heads(&l.k, n_kv_head)?, &l.k_norm, eps)?,
+            cos,
+            sin,
+        )?;
+        let v = heads(&l.v, n_kv_head)?;
+        let (k, v) = match kv {
+            Some((ck, cv)) => (Tensor::cat(&[ck, &k], 2)?, Tensor::cat(&[cv, &v], 2)?),
+            None => (k, v),
+        };
+        // The query heads that share a key head, as one block of rows against its keys.
+        let n_rep = n_head / n_kv_head;
+        let q = q.reshape((rows, n_kv_head, n_rep * s, head_dim))?;
+        let scores = (q.matmul(&k.t()?)? / (head_dim as f64).sqrt())?;
+        let scores = match mask {
+            Some(m) => scores.broadcast_add(m)?,
+            None => scores,
+        };
+        let out = softmax_last_dim(&scores)?
+            .matmul(&v)?
+            .reshape((rows, n_head, s, head_dim))?
+            .transpose(1, 2)?
+            .reshape((rows * s, n_head * head_dim))?;
+        Ok((out.matmul(&l.o.t()?)?, k, v))
+    }
+}
+
+impl Layer {
+    fn load(
+        get: &mut impl FnMut(&str) -> Result<Tensor>,
+        i: usize,
+        sliding: bool,
+    ) -> Result<Layer> {
+        let mut w = |n: &str| get(&format!("blk.{i}.{n}.weight"));
+        Ok(Layer {
+            q: w("attn_q")?,
+            k: w("attn_k")?,
+            v: w("attn_v")?,
+            o: w("attn_output")?,
+            gate: w("ffn_gate")?,
+            up: w("ffn_up")?,
+            down: w("ffn_down")?,
+            attn_norm: w("attn_norm")?,
+            q_norm: w("attn_q_norm")?,
+            k_norm: w("attn_k_norm")?,
+            post_attn_norm: w("post_attention_norm")?,
+            ffn_norm: w("ffn_norm")?,
+            post_ffn_norm: w("post_ffw_norm")?,
+            sliding,
+        })
+    }
+}
+
+/// Whether the query at position `p` sees the key at `j`: causal, and within the last
+/// `window` positions on a sliding-window layer (as Hugging Face's Gemma 3 and llama.cpp
+/// count it: `p - j < window`).
+fn visible(p: usize, j: usize, window: Option<usize>) -> bool {
+    j <= p && window.is_none_or(|w| p - j < w)
+}
+
+/// The additive mask ([n_rep · s, start + s]: 0 or −∞) of queries at positions
+/// `start..start + s` against keys `0..start + s`, repeated for the `n_rep` query heads
+/// of a key head; `None` when it masks nothing (one new position inside the window).
+fn mask(
+    start: usize,
+    s: usize,
+    window: Option<usize>,
+    n_rep: usize,
+    device: &Device,
+) -> Result<Option<Tensor>> {
+    let len = start + s;
+    let row = |i: usize| (0..len).map(move |j| visible(start + i, j, window));
+    if (0..s).all(|i| row(i).all(|v| v)) {
+        return Ok(None);
+    }
+    let m: Vec<f32> = (0..n_rep)
+        .flat_map(|_| (0..s).flat_map(row))
+        .map(|v| if v { 0.0 } else { f32::NEG_INFINITY })
+        .collect();
+    Tensor::from_vec(m, (n_rep * s, len), device).map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mask_is_causal_and_slides() {
+        // Three new positions after two cached ones, no window: row i sees keys 0..=2+i.
+        let m = mask(2, 3, None, 1, &Device::Cpu).unwrap().unwrap();
+        let m: Vec<Vec<f32>> = m.to_vec2().unwrap();
+        let inf = f32::NEG_INFINITY;
+        assert_eq!(
+            m,
+            vec![
+                vec![0.0, 0.0, 0.0, inf, inf],
+                vec![0.0, 0.0, 0.0, 0.0, inf],
+                vec![0.0, 0.0, 0.0, 0.0, 0.0],
+            ]
+        );
+        // A window of 2: position 4 sees 3 and 4 only.
+        let m: Vec<Vec<f32>> = mask(4, 1, Some(2), 2, &Device::Cpu)
+            .unwrap()
+            .unwrap()
+            .to_vec2()
+            .unwrap();
+        assert_eq!(m, vec![vec![inf, inf, inf, 0.0, 0.0]; 2]);
+        // One new position inside the window masks nothing.
+        assert!(mask(4, 1, Some(8), 4, &Device::Cpu).unwrap().is_none());
+        assert!(mask(0, 1, None, 4, &Device::Cpu).unwrap().is_none());
+    }
+
+    #[test]
+    fn rope_frequencies_fall_geometrically() {
+        let f = rope_frequencies(8, 10_000.0);
+        assert_eq!(f.len(), 4);
+        assert_eq!(f[0], 1.0);
+        assert!((f[1] - 0.1).abs() < 1e-6 && (f[2] - 0.01).abs() < 1e-7);
+    }
+}
