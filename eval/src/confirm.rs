@@ -344,6 +344,9 @@ pub struct Draws<'a> {
     pub samples: usize,
     /// At most this many generations at once.
     pub batch: usize,
+    /// At most this many judgements at once (the engine as judge, where its batched rows
+    /// are right; 1 otherwise).
+    pub judge_batch: usize,
 }
 
 /// Generates the samples of `method` that `store` does not hold yet: every prompt ×
@@ -385,6 +388,7 @@ pub async fn run_prompt(
         level,
         samples,
         batch,
+        judge_batch,
     } = draws;
     let todo: Vec<(usize, usize)> = (0..methods.len())
         .flat_map(|j| (0..samples).map(move |k| (j, k)))
@@ -409,11 +413,8 @@ pub async fn run_prompt(
             })
             .collect();
         let done = model.generate_many(prompt, &rows, batch).await?;
-        for (&(j, k), (text, trace)) in chunk.iter().zip(done) {
-            let judged = match judge {
-                Some(judge) => Some(judge.judge(prompt, &text).await?),
-                None => None,
-            };
+        let judged = judge_all(judge, judge_batch, prompt, &done).await?;
+        for ((&(j, k), (text, trace)), judged) in chunk.iter().zip(done).zip(judged) {
             stores[j].push(Sample {
                 prompt: p,
                 prompt_text: prompt.to_string(),
@@ -426,6 +427,26 @@ pub async fn run_prompt(
         }
     }
     Ok(())
+}
+
+/// The judge's reading of each sample (`None` each without a judge), `batch` at once.
+async fn judge_all(
+    judge: Option<Lm<'_>>,
+    batch: usize,
+    prompt: &str,
+    samples: &[(String, Trace)],
+) -> Result<Vec<Option<Judged>>, EvalError> {
+    let Some(judge) = judge else {
+        return Ok(vec![None; samples.len()]);
+    };
+    let mut out = Vec::with_capacity(samples.len());
+    for chunk in samples.chunks(batch.max(1)) {
+        let runs = chunk.iter().map(|(text, _)| judge.judge(prompt, text));
+        for j in futures::future::join_all(runs).await {
+            out.push(Some(j?));
+        }
+    }
+    Ok(out)
 }
 
 /// One prompt's measures over its samples.

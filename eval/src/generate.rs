@@ -92,10 +92,12 @@ impl Judged {
 }
 
 /// Forces a known continuation, token by token, and records each one's base
-/// log-probability: a teacher-forced judge through the engine.
+/// log-probability (and, when asked, the base logits it was forced from): a
+/// teacher-forced judge through the engine.
 struct Forcer {
     tokens: Vec<u32>,
     logprobs: Mutex<Vec<f64>>,
+    rows: Option<Mutex<Vec<Vec<f32>>>>,
 }
 
 impl mistralrs_core::CustomLogitsProcessor for Forcer {
@@ -105,6 +107,9 @@ impl mistralrs_core::CustomLogitsProcessor for Forcer {
         if let Some(&tok) = self.tokens.get(seen.len()) {
             let lp = log_softmax(&y, 1.0).and_then(|l| l.get(tok as usize).copied());
             seen.push(lp.unwrap_or(f64::NEG_INFINITY));
+            if let Some(rows) = &self.rows {
+                rows.lock().unwrap().push(y.clone());
+            }
             pin(&mut y, tok as usize);
         }
         Tensor::from_vec(y, logits.dims1()?, logits.device())
@@ -120,18 +125,42 @@ pub async fn judge(
     prompt: &str,
     continuation: &str,
 ) -> Result<Judged, EvalError> {
+    let forcer = force(model, prompt, continuation, false).await?;
+    let logprobs = std::mem::take(&mut *forcer.logprobs.lock().unwrap());
+    Ok(Judged { logprobs })
+}
+
+/// The base logits before each token of `continuation` as the engine model's reply to
+/// `prompt` (teacher-forced, as [`judge`] reads it), with those tokens.
+pub async fn forced_rows(
+    model: &mistralrs::Model,
+    prompt: &str,
+    continuation: &str,
+) -> Result<(Vec<u32>, Vec<Vec<f32>>), EvalError> {
+    let forcer = force(model, prompt, continuation, true).await?;
+    let rows = std::mem::take(&mut *forcer.rows.as_ref().unwrap().lock().unwrap());
+    Ok((forcer.tokens[..rows.len()].to_vec(), rows))
+}
+
+async fn force(
+    model: &mistralrs::Model,
+    prompt: &str,
+    continuation: &str,
+    keep_rows: bool,
+) -> Result<Arc<Forcer>, EvalError> {
     let text = either::Either::Right(continuation.to_string());
     let tokens = model
         .tokenize(text, None, false, false, None)
         .await
         .map_err(EvalError::engine)?;
-    if tokens.is_empty() {
-        return Ok(Judged::default());
-    }
     let forcer = Arc::new(Forcer {
         tokens,
         logprobs: Mutex::default(),
+        rows: keep_rows.then(Mutex::default),
     });
+    if forcer.tokens.is_empty() {
+        return Ok(forcer);
+    }
     let req = RequestBuilder::new()
         .add_message(TextMessageRole::User, prompt)
         .set_sampler_max_len(forcer.tokens.len())
@@ -144,8 +173,7 @@ pub async fn judge(
         .send_chat_request(req)
         .await
         .map_err(EvalError::engine)?;
-    let logprobs = std::mem::take(&mut *forcer.logprobs.lock().unwrap());
-    Ok(Judged { logprobs })
+    Ok(forcer)
 }
 
 /// The index `u` (in `[0, 1)`) falls on in the cumulative distribution `q`: the draw of

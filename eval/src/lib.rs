@@ -11,6 +11,7 @@ pub mod frontier;
 #[cfg(feature = "gemma")]
 pub mod gemma;
 pub mod generate;
+pub mod gold;
 pub mod guardrail;
 mod journal;
 pub mod kl;

@@ -44,6 +44,20 @@ impl Lm<'_> {
         }
     }
 
+    /// The base logits before each token of `continuation` read as the reply to
+    /// `prompt` (teacher-forced), with those tokens.
+    pub async fn forced_rows(
+        self,
+        prompt: &str,
+        continuation: &str,
+    ) -> Result<(Vec<u32>, Vec<Vec<f32>>), EvalError> {
+        match self {
+            Lm::Engine(m) => generate::forced_rows(m, prompt, continuation).await,
+            #[cfg(feature = "gemma")]
+            Lm::Gemma(g) => run_blocking(|| g.forced_rows(prompt, continuation)),
+        }
+    }
+
     /// Seeded samples after one prompt, one per `(sampler, max tokens, seed)`, in order:
     /// on the engine, `batch` requests at once (sound only where the engine's batched
     /// rows equal single ones: the caller checks with the engine's probe); on Gemma, all

@@ -53,6 +53,7 @@ async fn the_evaluation_pipeline_measures_what_it_says() {
     online_generation(&model, &c).await;
     seeded_and_resumed(&model).await;
     judged_by_the_engine(&model).await;
+    gold_answers(&model).await;
     guardrail_scorer(&model).await;
     perf_ab(&model).await;
 }
@@ -174,6 +175,7 @@ async fn seeded_and_resumed(model: &Model) {
         level: 1.0,
         samples,
         batch: 1,
+        judge_batch: 1,
     };
     let mut count = 0;
     let mut st = confirm::Store::open(&dir, &method, 6).unwrap();
@@ -250,6 +252,46 @@ async fn judged_by_the_engine(model: &Model) {
         worse.mean_logprob() < judged.mean_logprob() - 1.0,
         "{worse:?}"
     );
+}
+
+/// The gold-answer probability under plain temperature 1 is the engine judge's
+/// probability of the answer after its opening (the product of its tokens'), and a
+/// sampler that sharpens the distribution (T = 0.5) raises it where the answer is the
+/// model's first choice.
+async fn gold_answers(model: &Model) {
+    use mistralrs_hlg_eval::{generate::judge, gold, lm::Lm};
+    let tasks = &guardrail::TASKS[..3];
+    let forced = gold::force_all(Lm::Engine(model), tasks).await.unwrap();
+    let t1 = Sampler::Temperature { t: 1.0 };
+    let mut tops = 0;
+    for (task, f) in tasks.iter().zip(&forced) {
+        assert_eq!(f.rows.len(), f.tokens.len());
+        assert!(f.rows.iter().all(|r| r.len() == 49152));
+        let (ctx, opening, answer) = gold::framing(task, true);
+        let whole = judge(model, &ctx, &format!("{opening}{answer}"))
+            .await
+            .unwrap();
+        let opened = judge(model, &ctx, opening).await.unwrap();
+        let lp: f64 = whole.logprobs[opened.tokens()..].iter().sum();
+        let p = gold::probability(&t1, f);
+        assert!(
+            (p.ln() - lp).abs() < 1e-4,
+            "{}: {p} vs {}",
+            task.prompt,
+            lp.exp()
+        );
+        let top = f
+            .rows
+            .iter()
+            .zip(&f.tokens)
+            .all(|(r, &t)| r.iter().all(|&x| x <= r[t as usize]));
+        if top {
+            tops += 1;
+            assert!(gold::probability(&Sampler::Temperature { t: 0.5 }, f) > p);
+        }
+    }
+    // The capitals after "Answer:" are the model's first choice, at least one of them.
+    assert!(tops >= 1);
 }
 
 /// Whether `reply`'s first non-empty line holds one of `task`'s answers as a whole word,

@@ -152,10 +152,45 @@ impl Gemma {
     /// this is a pretrained model, no chat template), teacher-forced: one pass over the
     /// prompt and the continuation.
     pub fn judge(&self, prompt: &str, continuation: &str) -> Result<Judged, EvalError> {
-        let mut ids = self.prompt(prompt);
         let cont = self.vocab.encode(continuation);
+        let mut logprobs = Vec::with_capacity(cont.len());
+        self.forced(prompt, &cont, |row, c| {
+            let lp = log_softmax(row, 1.0).ok_or_else(|| {
+                EvalError::Invalid("the judge's logits have no finite value".into())
+            })?;
+            logprobs.push(lp[c as usize]);
+            Ok(())
+        })?;
+        Ok(Judged { logprobs })
+    }
+
+    /// The logits before each token of `continuation` after `prompt` (teacher-forced, as
+    /// [`Gemma::judge`] reads it), with those tokens.
+    pub fn forced_rows(
+        &self,
+        prompt: &str,
+        continuation: &str,
+    ) -> Result<(Vec<u32>, Vec<Vec<f32>>), EvalError> {
+        let cont = self.vocab.encode(continuation);
+        let mut rows = Vec::with_capacity(cont.len());
+        self.forced(prompt, &cont, |row, _| {
+            rows.push(row.to_vec());
+            Ok(())
+        })?;
+        Ok((cont, rows))
+    }
+
+    /// One pass over `prompt` and `cont`; `each(logits, token)` for every token of `cont`
+    /// in order, with the logits it is read from.
+    fn forced(
+        &self,
+        prompt: &str,
+        cont: &[u32],
+        mut each: impl FnMut(&[f32], u32) -> Result<(), EvalError>,
+    ) -> Result<(), EvalError> {
+        let mut ids = self.prompt(prompt);
         let Some((_, forced)) = cont.split_last() else {
-            return Ok(Judged { logprobs: vec![] });
+            return Ok(());
         };
         // The hidden state before each continuation token: the prompt's last and the
         // continuation's but its last.
@@ -166,7 +201,6 @@ impl Gemma {
             .forward(&ids, 1, &mut Cache::default())
             .and_then(|h| h.i(first..))
             .map_err(EvalError::engine)?;
-        let mut logprobs = Vec::with_capacity(cont.len());
         // In blocks: a row of logits is 1 MB.
         for (b, chunk) in cont.chunks(64).enumerate() {
             let rows: Vec<Vec<f32>> = h
@@ -174,13 +208,10 @@ impl Gemma {
                 .and_then(|h| self.net.logits(&h)?.to_vec2())
                 .map_err(EvalError::engine)?;
             for (row, &c) in rows.iter().zip(chunk) {
-                let lp = log_softmax(row, 1.0).ok_or_else(|| {
-                    EvalError::Invalid("the judge's logits have no finite value".into())
-                })?;
-                logprobs.push(lp[c as usize]);
+                each(row, c)?;
             }
         }
-        Ok(Judged { logprobs })
+        Ok(())
     }
 
     /// A sample of up to `max_tokens` tokens after `prompt` through `s`, each token drawn

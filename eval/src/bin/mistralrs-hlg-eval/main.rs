@@ -84,6 +84,11 @@ pub enum EvalCmd {
     /// 0.9, min-p 0.05 and HLG (each toe shape). OUT/guardrail.json, OUT/guardrail.md.
     /// Resumable: finished items are kept in OUT/guardrail/<name>.jsonl as they come.
     Guardrail(GuardrailArgs),
+    /// Capability without sampling noise: on the guardrail items, each method of the
+    /// confirmation's plan (at each --levels T, its matched setting) scored by its
+    /// probability of drawing the item's first accepted answer, teacher-forced.
+    /// OUT/gold.md, OUT/gold.json.
+    Gold(GoldArgs),
     /// Decode tokens/s and prompt time: HLG on vs off vs the host's top-p 0.9 and min-p
     /// 0.05, rounds alternated. OUT/perf.json, OUT/perf.md.
     Perf(PerfArgs),
@@ -250,6 +255,24 @@ pub struct GuardrailArgs {
     batch: usize,
 }
 
+/// `eval gold`.
+#[derive(Args)]
+pub struct GoldArgs {
+    #[command(flatten)]
+    out: EvalOut,
+    #[command(flatten)]
+    model: ModelChoice,
+    /// The entropy levels, each screened before (`eval frontier`), comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "0.8,1.0,1.3")]
+    levels: Vec<f64>,
+    /// Settings per family from each screened level (as `eval confirm --per-family`).
+    #[arg(long, default_value_t = 1)]
+    per_family: usize,
+    /// HLG settings beside the shipped knobs (as `eval confirm --hlg`).
+    #[arg(long, default_value_t = 1)]
+    hlg: usize,
+}
+
 /// `eval perf`.
 #[derive(Args)]
 pub struct PerfArgs {
@@ -344,6 +367,33 @@ impl Models {
         })
     }
 
+    /// How a confirmation level draws on these models.
+    fn draws(
+        &self,
+        level: f64,
+        samples: usize,
+        batch: usize,
+        judge_batch: usize,
+    ) -> anyhow::Result<mistralrs_hlg_eval::confirm::Draws<'_>> {
+        Ok(mistralrs_hlg_eval::confirm::Draws {
+            model: self.sampled()?,
+            judge: self.judge(),
+            level,
+            samples,
+            batch,
+            judge_batch,
+        })
+    }
+
+    /// How many judgements go at once: on the engine, up to 16 where its batches are
+    /// right; Gemma judges one text per pass.
+    async fn judge_batch(&self) -> usize {
+        match self.judge() {
+            Some(Lm::Engine(e)) => probed_batch(e, 16).await,
+            _ => 1,
+        }
+    }
+
     /// The other model, when loaded as a judge.
     fn judge(&self) -> Option<Lm<'_>> {
         self.lm(!self.on_gemma)
@@ -376,6 +426,7 @@ fn run(cmd: EvalCmd) -> anyhow::Result<()> {
         EvalCmd::Diversity(args) => diversity(args),
         EvalCmd::Guardrail(args) => guardrail(args),
         EvalCmd::Perf(args) => perf(args),
+        EvalCmd::Gold(args) => gold(args),
         EvalCmd::Curve(args) => curve(args),
     }
 }
@@ -681,18 +732,12 @@ fn confirm(args: ConfirmArgs) -> anyhow::Result<()> {
     }
     tokio::runtime::Runtime::new()?.block_on(async {
         let m = Models::load(&model, judge).await?;
-        let batch = m.batch(batch).await?;
+        let (batch, judge_batch) = (m.batch(batch).await?, m.judge_batch().await);
         let bar = progress(left, "confirm");
         // Prompt by prompt over every method: stopped early, every method has the same
         // prompts done.
         for (i, &level) in levels.iter().enumerate() {
-            let draws = confirm::Draws {
-                model: m.sampled()?,
-                judge: m.judge(),
-                level,
-                samples,
-                batch,
-            };
+            let draws = m.draws(level, samples, batch, judge_batch)?;
             for (p, prompt) in ps.iter().enumerate() {
                 let (plan, st, at) = (&plans[i], &mut stores[i], (p, *prompt));
                 confirm::run_prompt(draws, plan, st, at, || bar.inc(1)).await?;
@@ -702,8 +747,10 @@ fn confirm(args: ConfirmArgs) -> anyhow::Result<()> {
         bar.finish();
         anyhow::Ok(())
     })?;
-    let dir = out.out.display();
-    eprintln!("confirm.json, confirm.md, confirm-<T>.svg → {dir}");
+    eprintln!(
+        "confirm.json, confirm.md, confirm-<T>.svg → {}",
+        out.out.display()
+    );
     Ok(())
 }
 
@@ -1189,5 +1236,46 @@ fn curve(args: CurveArgs) -> anyhow::Result<()> {
     std::fs::write(&args.out, report::curve_plot(&zs, &curves))
         .map_err(|e| anyhow::anyhow!("writing {}: {e}", args.out.display()))?;
     eprintln!("wrote {}", args.out.display());
+    Ok(())
+}
+
+fn gold(args: GoldArgs) -> anyhow::Result<()> {
+    use mistralrs_hlg_eval::frontier::Family;
+    use mistralrs_hlg_eval::{gold, guardrail};
+    let GoldArgs {
+        out,
+        model,
+        levels,
+        per_family,
+        hlg,
+    } = args;
+    check_levels(&levels)?;
+    let (_, plans) = confirm_plans(&out.out, &levels, (per_family, hlg), &[1.0])?;
+    let forced = tokio::runtime::Runtime::new()?.block_on(async {
+        let m = Models::load(&model, false).await?;
+        anyhow::Ok(gold::force_all(m.sampled()?, guardrail::TASKS).await?)
+    })?;
+    let mut md = vec![format!(
+        "# Gold-answer probability ({} items, teacher-forced)\n",
+        forced.len()
+    )];
+    let mut json = vec![];
+    for (level, plan) in levels.iter().zip(&plans) {
+        let methods: Vec<(String, Sampler)> =
+            plan.iter().map(|p| (p.name(), p.sampler.clone())).collect();
+        let measured = gold::measure(&methods, &forced);
+        let reference = plan
+            .iter()
+            .position(|p| p.family == Family::Temperature)
+            .unwrap_or(0);
+        md.push(gold::table(*level, &measured, reference));
+        json.push(serde_json::json!({"level": level, "methods": measured}));
+    }
+    std::fs::write(out.out.join("gold.md"), md.join("\n"))?;
+    std::fs::write(
+        out.out.join("gold.json"),
+        serde_json::to_string_pretty(&json)?,
+    )?;
+    eprintln!("gold.md, gold.json → {}", out.out.display());
     Ok(())
 }
