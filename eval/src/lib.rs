@@ -17,6 +17,10 @@ mod journal;
 pub mod kl;
 pub mod lm;
 pub mod metrics;
+#[cfg(feature = "gemma")]
+pub mod net;
+#[cfg(feature = "gemma")]
+pub mod onepass;
 pub mod perf;
 pub mod plot;
 pub mod prompts;

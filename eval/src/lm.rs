@@ -4,6 +4,8 @@
 #[cfg(feature = "gemma")]
 use super::gemma::{Gemma, Row};
 use super::generate::{self, Judged, SplitMix, Trace};
+#[cfg(feature = "gemma")]
+use super::onepass::OnePass;
 use super::sampler::Sampler;
 use super::EvalError;
 
@@ -16,9 +18,22 @@ pub enum Lm<'a> {
     /// Gemma 3 through this crate's forward pass on candle, many rows at once.
     #[cfg(feature = "gemma")]
     Gemma(&'a Gemma),
+    /// The engine, judging in one pass through this crate's forward pass over the same
+    /// weights ([`OnePass`]); everything else as [`Lm::Engine`].
+    #[cfg(feature = "gemma")]
+    EngineOnePass(&'a mistralrs::Model, &'a OnePass),
 }
 
 impl Lm<'_> {
+    /// The model for everything but judging: the engine of an [`Lm::EngineOnePass`].
+    fn plain(self) -> Self {
+        match self {
+            #[cfg(feature = "gemma")]
+            Lm::EngineOnePass(m, _) => Lm::Engine(m),
+            other => other,
+        }
+    }
+
     /// A seeded sample (`generate::generate_seeded`, `Gemma::generate_seeded`).
     pub async fn generate_seeded(
         self,
@@ -27,10 +42,12 @@ impl Lm<'_> {
         max_tokens: usize,
         seed: SplitMix,
     ) -> Result<(String, Trace), EvalError> {
-        match self {
+        match self.plain() {
             Lm::Engine(m) => generate::generate_seeded(m, prompt, sampler, max_tokens, seed).await,
             #[cfg(feature = "gemma")]
             Lm::Gemma(g) => run_blocking(|| g.generate_seeded(prompt, sampler, max_tokens, seed)),
+            #[cfg(feature = "gemma")]
+            Lm::EngineOnePass(..) => unreachable!("plain() maps it to Engine"),
         }
     }
 
@@ -41,6 +58,8 @@ impl Lm<'_> {
             Lm::Engine(m) => generate::judge(m, prompt, continuation).await,
             #[cfg(feature = "gemma")]
             Lm::Gemma(g) => run_blocking(|| g.judge(prompt, continuation)),
+            #[cfg(feature = "gemma")]
+            Lm::EngineOnePass(m, o) => o.judge(m, prompt, continuation).await,
         }
     }
 
@@ -51,10 +70,12 @@ impl Lm<'_> {
         prompt: &str,
         continuation: &str,
     ) -> Result<(Vec<u32>, Vec<Vec<f32>>), EvalError> {
-        match self {
+        match self.plain() {
             Lm::Engine(m) => generate::forced_rows(m, prompt, continuation).await,
             #[cfg(feature = "gemma")]
             Lm::Gemma(g) => run_blocking(|| g.forced_rows(prompt, continuation)),
+            #[cfg(feature = "gemma")]
+            Lm::EngineOnePass(..) => unreachable!("plain() maps it to Engine"),
         }
     }
 
@@ -68,7 +89,7 @@ impl Lm<'_> {
         rows: &[(&Sampler, usize, SplitMix)],
         batch: usize,
     ) -> Result<Vec<(String, Trace)>, EvalError> {
-        match self {
+        match self.plain() {
             Lm::Engine(_) => {
                 let mut out = Vec::with_capacity(rows.len());
                 for chunk in rows.chunks(batch.max(1)) {
@@ -93,6 +114,8 @@ impl Lm<'_> {
                     .collect();
                 run_blocking(|| g.generate_rows(prompt, &rows))
             }
+            #[cfg(feature = "gemma")]
+            Lm::EngineOnePass(..) => unreachable!("plain() maps it to Engine"),
         }
     }
 }
@@ -100,7 +123,7 @@ impl Lm<'_> {
 #[cfg(feature = "gemma")]
 /// CPU-bound work on a runtime thread, telling the runtime so (multi-threaded runtimes),
 /// or inline on a current-thread runtime.
-fn run_blocking<T>(f: impl FnOnce() -> T) -> T {
+pub(crate) fn run_blocking<T>(f: impl FnOnce() -> T) -> T {
     match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
         Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
         _ => f(),

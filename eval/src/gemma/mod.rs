@@ -23,10 +23,9 @@ use super::metrics::log_softmax;
 use super::sampler::{entropy_of, probs, Sampler};
 use super::EvalError;
 
-mod net;
 mod vocab;
 
-pub use net::{Activation, Cache, Net};
+pub use super::net::{Activation, Cache, Net};
 pub use vocab::Vocab;
 
 /// Gemma 3 270M, Q4_K_M: `gemma-3-270m-q4_k_m.gguf` split over four wheels.
@@ -97,7 +96,7 @@ impl Gemma {
         let mut file = std::fs::File::open(path).map_err(EvalError::io("opening", path))?;
         let ct = Content::read(&mut file).map_err(EvalError::engine)?;
         let vocab = Vocab::from_gguf(&ct)?;
-        let net = Net::load(&ct, &mut file, activation).map_err(EvalError::engine)?;
+        let net = Net::load(&ct, &mut file, Some(activation)).map_err(EvalError::engine)?;
         if net.vocab_size() != vocab.len() {
             return Err(EvalError::Invalid(format!(
                 "the embeddings have {} rows, the vocabulary {} pieces",
@@ -180,38 +179,25 @@ impl Gemma {
         Ok((cont, rows))
     }
 
-    /// One pass over `prompt` and `cont`; `each(logits, token)` for every token of `cont`
-    /// in order, with the logits it is read from.
+    /// One pass over `prompt` and `cont` ([`Net::forced`]).
     fn forced(
         &self,
         prompt: &str,
         cont: &[u32],
         mut each: impl FnMut(&[f32], u32) -> Result<(), EvalError>,
     ) -> Result<(), EvalError> {
-        let mut ids = self.prompt(prompt);
-        let Some((_, forced)) = cont.split_last() else {
-            return Ok(());
-        };
-        // The hidden state before each continuation token: the prompt's last and the
-        // continuation's but its last.
-        let first = ids.len() - 1;
-        ids.extend_from_slice(forced);
-        let h = self
-            .net
-            .forward(&ids, 1, &mut Cache::default())
-            .and_then(|h| h.i(first..))
-            .map_err(EvalError::engine)?;
-        // In blocks: a row of logits is 1 MB.
-        for (b, chunk) in cont.chunks(64).enumerate() {
-            let rows: Vec<Vec<f32>> = h
-                .narrow(0, b * 64, chunk.len())
-                .and_then(|h| self.net.logits(&h)?.to_vec2())
-                .map_err(EvalError::engine)?;
-            for (row, &c) in rows.iter().zip(chunk) {
-                each(row, c)?;
-            }
+        let mut failed = None;
+        let run = self.net.forced(&self.prompt(prompt), cont, |row, c| {
+            each(row, c).map_err(|e| {
+                let msg = e.to_string();
+                failed = Some(e);
+                candle_core::Error::Msg(msg)
+            })
+        });
+        match (run, failed) {
+            (_, Some(e)) => Err(e),
+            (r, None) => r.map_err(EvalError::engine),
         }
-        Ok(())
     }
 
     /// A sample of up to `max_tokens` tokens after `prompt` through `s`, each token drawn

@@ -15,6 +15,7 @@ use mistralrs_hlg_eval::{capture, kl, plot, prompts, report};
 use crate::progress::progress;
 use mistralrs_hlg_eval::gemma::{self, Gemma};
 use mistralrs_hlg_eval::lm::Lm;
+use mistralrs_hlg_eval::onepass::OnePass;
 
 mod progress;
 
@@ -318,6 +319,8 @@ pub struct ModelChoice {
 struct Models {
     engine: Option<mistralrs::Model>,
     gemma: Option<Gemma>,
+    /// The engine model's weights for one-pass judgements (judging Gemma's samples).
+    onepass: Option<OnePass>,
     on_gemma: bool,
 }
 
@@ -338,17 +341,23 @@ impl Models {
         } else {
             None
         };
+        let onepass = match choice.gemma && judge {
+            true => Some(OnePass::load(None)?),
+            false => None,
+        };
         Ok(Models {
             engine,
             gemma,
+            onepass,
             on_gemma: choice.gemma,
         })
     }
 
     fn lm(&self, gemma: bool) -> Option<Lm<'_>> {
-        match gemma {
-            true => self.gemma.as_ref().map(Lm::Gemma),
-            false => self.engine.as_ref().map(Lm::Engine),
+        match (gemma, &self.engine, &self.onepass) {
+            (true, ..) => self.gemma.as_ref().map(Lm::Gemma),
+            (false, Some(e), Some(o)) => Some(Lm::EngineOnePass(e, o)),
+            (false, e, _) => e.as_ref().map(Lm::Engine),
         }
     }
 
@@ -362,7 +371,7 @@ impl Models {
     /// probe), else one; on Gemma, `asked` (rows of one batched decode).
     async fn batch(&self, asked: usize) -> anyhow::Result<usize> {
         Ok(match self.sampled()? {
-            Lm::Engine(e) => probed_batch(e, asked).await,
+            Lm::Engine(e) | Lm::EngineOnePass(e, _) => probed_batch(e, asked).await,
             Lm::Gemma(_) => asked,
         })
     }
@@ -386,7 +395,7 @@ impl Models {
     }
 
     /// How many judgements go at once: on the engine, up to 16 where its batches are
-    /// right; Gemma judges one text per pass.
+    /// right; a one-pass judge reads one text per pass.
     async fn judge_batch(&self) -> usize {
         match self.judge() {
             Some(Lm::Engine(e)) => probed_batch(e, 16).await,
@@ -467,7 +476,9 @@ fn capture(args: CaptureArgs) -> anyhow::Result<()> {
         let bar = progress(prompts.len(), "capture");
         let at = |i: usize| bar.set_position(i as u64);
         let c = match m.sampled()? {
-            Lm::Engine(e) => capture::capture(e, &prompts, &config, at).await,
+            Lm::Engine(e) | Lm::EngineOnePass(e, _) => {
+                capture::capture(e, &prompts, &config, at).await
+            }
             Lm::Gemma(g) => g.capture(&prompts, &config, at),
         };
         bar.finish();

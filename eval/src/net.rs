@@ -1,18 +1,20 @@
-//! Gemma 3's forward pass on candle's tensor ops, written for the evaluation.
+//! The evaluation's own forward pass on candle's tensor ops, for the two architectures of
+//! its models: Gemma 3 (the second model) and Llama (the embedded SmolLM2, as a one-pass
+//! judge beside the engine).
 //!
-//! Why not candle-transformers' `quantized_gemma3`: it applies SiLU in the feed-forward
-//! gate where Gemma 3 applies GELU (tanh form) (candle issue #3745, open in 0.10.2 and
-//! 0.11), and it returns the last position's logits only, one sequence at a time. Here
-//! every weight is dequantized to f32 once at load (about 1.1 GB for the 270M model), so
-//! that many rows decode as one matrix product per weight, and a teacher-forced judgement
-//! is one pass over the whole text.
+//! Why not candle-transformers' quantized models: its `quantized_gemma3` applies SiLU in
+//! the feed-forward gate where Gemma 3 applies GELU (tanh form) (candle issue #3745, open
+//! in 0.10.2 and 0.11), and both it and `quantized_llama` return the last position's
+//! logits only, one sequence at a time. Here every weight is dequantized to f32 once at
+//! load (about 1.1 GB for Gemma 3 270M), so that many rows decode as one matrix product
+//! per weight, and a teacher-forced judgement is one pass over the whole text.
 
 use std::io::{Read, Seek};
 
 use candle_core::quantized::gguf_file::Content;
 use candle_core::{Device, Result, Tensor};
 use candle_nn::ops::{rms_norm, softmax_last_dim};
-use candle_nn::rotary_emb::rope;
+use candle_nn::rotary_emb::{rope, rope_i};
 
 /// The feed-forward gate's activation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,6 +24,17 @@ pub enum Activation {
     /// SiLU, as candle-transformers 0.10.2's `quantized_gemma3` applies it: kept so that a
     /// test can check this forward against that one.
     Silu,
+}
+
+/// The architectures this pass runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arch {
+    /// Gemma 3: embeddings scaled by √d, q/k norms, norms after attention and
+    /// feed-forward too, GELU, sliding-window layers, rotary halves (NeoX order).
+    Gemma3,
+    /// Llama (SmolLM2): pre-norms only, SiLU, every layer global, rotary pairs
+    /// interleaved (GGUF's converter permutes q and k for it).
+    Llama,
 }
 
 /// The shape of the model, from the GGUF metadata.
@@ -44,17 +57,19 @@ struct Layer {
     up: Tensor,
     down: Tensor,
     attn_norm: Tensor,
-    q_norm: Tensor,
-    k_norm: Tensor,
-    post_attn_norm: Tensor,
     ffn_norm: Tensor,
-    post_ffn_norm: Tensor,
+    /// Gemma 3's q/k norms and its norms after attention and after the feed-forward.
+    q_norm: Option<Tensor>,
+    k_norm: Option<Tensor>,
+    post_attn_norm: Option<Tensor>,
+    post_ffn_norm: Option<Tensor>,
     /// A sliding-window layer (local RoPE base); the others attend to every position.
     sliding: bool,
 }
 
-/// Gemma 3 with f32 weights on the CPU.
+/// A model with f32 weights on the CPU.
 pub struct Net {
+    arch: Arch,
     /// The token embeddings, also the output projection (tied), [V, d].
     embed: Tensor,
     output: Option<Tensor>,
@@ -113,6 +128,43 @@ impl Cache {
     }
 }
 
+/// The shape, the sliding-window pattern, the RoPE bases (local, global) and the block
+/// count from a GGUF file's metadata.
+fn read_shape(ct: &Content, arch: Arch) -> Result<(Shape, usize, [f32; 2], usize)> {
+    let prefix = if arch == Arch::Gemma3 {
+        "gemma3"
+    } else {
+        "llama"
+    };
+    let key = |k: &str| {
+        let k = format!("{prefix}.{k}");
+        (ct.metadata.get(&k))
+            .ok_or_else(|| candle_core::Error::Msg(format!("the GGUF file has no {k}")))
+    };
+    let usize_of = |k: &str| -> Result<usize> { Ok(key(k)?.to_u32()? as usize) };
+    let n_head = usize_of("attention.head_count")?;
+    let d = usize_of("embedding_length")?;
+    let shape = Shape {
+        n_head,
+        n_kv_head: usize_of("attention.head_count_kv")?,
+        head_dim: usize_of("attention.key_length").unwrap_or(d / n_head),
+        eps: key("attention.layer_norm_rms_epsilon")?.to_f32()?,
+        window: usize_of("attention.sliding_window").unwrap_or(usize::MAX),
+    };
+    // Gemma 3 alternates five sliding-window layers with one global one; the RoPE base
+    // is 10,000 on the first, the file's (1e6) on the second. Llama's layers are all
+    // global. Neither model here has RoPE scaling: a file that asks for one is refused
+    // rather than run wrongly.
+    let pattern = key("attention.sliding_window_type").map_or(Ok(6), |v| v.to_u32())? as usize;
+    let global_base = key("rope.freq_base").map_or(Ok(10_000.0), |v| v.to_f32())?;
+    let local_base = key("rope.local_freq_base").map_or(Ok(10_000.0), |v| v.to_f32())?;
+    if key("rope.scaling.factor").is_ok_and(|v| v.to_f32().is_ok_and(|f| f != 1.0)) {
+        candle_core::bail!("RoPE scaling is not supported");
+    }
+    let blocks = usize_of("block_count")?;
+    Ok((shape, pattern, [local_base, global_base], blocks))
+}
+
 fn rope_frequencies(head_dim: usize, base: f32) -> Vec<f32> {
     (0..head_dim / 2)
         .map(|i| 1.0 / base.powf(2.0 * i as f32 / head_dim as f32))
@@ -120,37 +172,23 @@ fn rope_frequencies(head_dim: usize, base: f32) -> Vec<f32> {
 }
 
 impl Net {
-    /// Loads a Gemma 3 GGUF file (architecture `gemma3`), dequantizing every tensor.
-    pub fn load<R: Read + Seek>(ct: &Content, r: &mut R, activation: Activation) -> Result<Net> {
-        let arch = ct
+    /// Loads a GGUF file of architecture `gemma3` or `llama`, dequantizing every tensor;
+    /// the feed-forward activation is the architecture's own unless `activation` says.
+    pub fn load<R: Read + Seek>(
+        ct: &Content,
+        r: &mut R,
+        activation: Option<Activation>,
+    ) -> Result<Net> {
+        let arch = match ct
             .metadata
             .get("general.architecture")
-            .map(|v| v.to_string());
-        if !matches!(arch, Some(Ok(a)) if a == "gemma3") {
-            candle_core::bail!("a gemma3 GGUF file was expected");
-        }
-        let key = |k: &str| {
-            ct.metadata
-                .get(&format!("gemma3.{k}"))
-                .ok_or_else(|| candle_core::Error::Msg(format!("the GGUF file has no gemma3.{k}")))
+            .map(|v| v.to_string())
+        {
+            Some(Ok(a)) if a == "gemma3" => Arch::Gemma3,
+            Some(Ok(a)) if a == "llama" => Arch::Llama,
+            _ => candle_core::bail!("a gemma3 or llama GGUF file was expected"),
         };
-        let usize_of = |k: &str| -> Result<usize> { Ok(key(k)?.to_u32()? as usize) };
-        let shape = Shape {
-            n_head: usize_of("attention.head_count")?,
-            n_kv_head: usize_of("attention.head_count_kv")?,
-            head_dim: usize_of("attention.key_length")?,
-            eps: key("attention.layer_norm_rms_epsilon")?.to_f32()?,
-            window: usize_of("attention.sliding_window")?,
-        };
-        // Gemma 3 alternates five sliding-window layers with one global one; the RoPE base
-        // is 10,000 on the first, the file's (1e6) on the second. The 270M model has no
-        // RoPE scaling: a file that asks for one is refused rather than run wrongly.
-        let pattern = key("attention.sliding_window_type").map_or(Ok(6), |v| v.to_u32())? as usize;
-        let local_base = key("rope.local_freq_base").map_or(Ok(10_000.0), |v| v.to_f32())?;
-        let global_base = key("rope.freq_base")?.to_f32()?;
-        if key("rope.scaling.factor").is_ok_and(|v| v.to_f32().is_ok_and(|f| f != 1.0)) {
-            candle_core::bail!("RoPE scaling is not supported");
-        }
+        let (shape, pattern, [local_base, global_base], blocks) = read_shape(ct, arch)?;
         let device = Device::Cpu;
         let mut get = |name: &str| ct.tensor(r, name, &device)?.dequantize(&device);
         let embed = get("token_embd.weight")?;
@@ -159,11 +197,16 @@ impl Net {
             false => None,
         };
         let norm = get("output_norm.weight")?;
-        let blocks = usize_of("block_count")?;
+        let sliding = |i: usize| arch == Arch::Gemma3 && !(i + 1).is_multiple_of(pattern);
         let layers = (0..blocks)
-            .map(|i| Layer::load(&mut get, i, (i + 1) % pattern != 0))
+            .map(|i| Layer::load(&mut get, i, arch, sliding(i)))
             .collect::<Result<_>>()?;
+        let own = match arch {
+            Arch::Gemma3 => Activation::GeluTanh,
+            Arch::Llama => Activation::Silu,
+        };
         Ok(Net {
+            arch,
             embed,
             output,
             layers,
@@ -173,9 +216,14 @@ impl Net {
                 rope_frequencies(shape.head_dim, local_base),
                 rope_frequencies(shape.head_dim, global_base),
             ],
-            activation,
+            activation: activation.unwrap_or(own),
             device,
         })
+    }
+
+    /// The architecture.
+    pub fn arch(&self) -> Arch {
+        self.arch
     }
 
     /// The vocabulary size.
@@ -193,7 +241,10 @@ impl Net {
         }
         let d = self.embed.dims()[1];
         let ids = Tensor::new(ids, &self.device)?;
-        let mut x = (self.embed.index_select(&ids, 0)? * (d as f64).sqrt())?;
+        let mut x = self.embed.index_select(&ids, 0)?;
+        if self.arch == Arch::Gemma3 {
+            x = (x * (d as f64).sqrt())?;
+        }
         let start = cache.len;
         let ropes = [self.rope(0, start, s)?, self.rope(1, start, s)?];
         let n_rep = self.shape.n_head / self.shape.n_kv_head;
@@ -210,7 +261,7 @@ impl Net {
                 Some(slot) => *slot = (k, v),
                 None => cache.kv.push((k, v)),
             }
-            x = (x + rms_norm(&a, &l.post_attn_norm, self.shape.eps)?)?;
+            x = (x + self.norm_opt(a, l.post_attn_norm.as_ref())?)?;
             let h = rms_norm(&x, &l.ffn_norm, self.shape.eps)?;
             let gate = h.matmul(&l.gate.t()?)?;
             let gate = match self.activation {
@@ -218,10 +269,48 @@ impl Net {
                 Activation::Silu => candle_nn::ops::silu(&gate)?,
             };
             let m = (gate * h.matmul(&l.up.t()?)?)?.matmul(&l.down.t()?)?;
-            x = (x + rms_norm(&m, &l.post_ffn_norm, self.shape.eps)?)?;
+            x = (x + self.norm_opt(m, l.post_ffn_norm.as_ref())?)?;
         }
         cache.len += s;
         rms_norm(&x, &self.norm, self.shape.eps)
+    }
+
+    /// One pass over `context` and `cont`: `each(logits, token)` for every token of `cont`
+    /// in order, with the logits before it (teacher-forced).
+    pub fn forced(
+        &self,
+        context: &[u32],
+        cont: &[u32],
+        mut each: impl FnMut(&[f32], u32) -> Result<()>,
+    ) -> Result<()> {
+        let Some((_, forced)) = cont.split_last() else {
+            return Ok(());
+        };
+        if context.is_empty() {
+            candle_core::bail!("a forced pass needs a context of at least one token");
+        }
+        // The hidden state before each continuation token: the context's last and the
+        // continuation's but its last.
+        let first = context.len() - 1;
+        let ids = [context, forced].concat();
+        let h = self.forward(&ids, 1, &mut Cache::default())?;
+        let h = h.narrow(0, first, cont.len())?;
+        // In blocks: a row of Gemma's logits is 1 MB.
+        for (b, chunk) in cont.chunks(64).enumerate() {
+            let rows: Vec<Vec<f32>> = self.logits(&h.narrow(0, b * 64, chunk.len())?)?.to_vec2()?;
+            for (row, &c) in rows.iter().zip(chunk) {
+                each(row, c)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `x` through the norm `w` where the architecture has one.
+    fn norm_opt(&self, x: Tensor, w: Option<&Tensor>) -> Result<Tensor> {
+        match w {
+            Some(w) => rms_norm(&x.contiguous()?, w, self.shape.eps),
+            None => Ok(x),
+        }
     }
 
     /// The logits of hidden states `h` ([n, d] → [n, V]).
@@ -264,12 +353,18 @@ impl Net {
                 .transpose(1, 2)?
                 .contiguous()
         };
-        let q = rope(&rms_norm(&heads(&l.q, n_head)?, &l.q_norm, eps)?, cos, sin)?;
-        let k = rope(
-            &rms_norm(&heads(&l.k, n_kv_head)?, &l.k_norm, eps)?,
-            cos,
-            sin,
-        )?;
+        let rotate = |x: Tensor, norm: Option<&Tensor>| -> Result<Tensor> {
+            let x = match norm {
+                Some(w) => rms_norm(&x, w, eps)?,
+                None => x,
+            };
+            match self.arch {
+                Arch::Gemma3 => rope(&x, cos, sin),
+                Arch::Llama => rope_i(&x, cos, sin),
+            }
+        };
+        let q = rotate(heads(&l.q, n_head)?, l.q_norm.as_ref())?;
+        let k = rotate(heads(&l.k, n_kv_head)?, l.k_norm.as_ref())?;
         let v = heads(&l.v, n_kv_head)?;
         let (k, v) = match kv {
             Some((ck, cv)) => (Tensor::cat(&[ck, &k], 2)?, Tensor::cat(&[cv, &v], 2)?),
@@ -296,10 +391,19 @@ impl Layer {
     fn load(
         get: &mut impl FnMut(&str) -> Result<Tensor>,
         i: usize,
+        arch: Arch,
         sliding: bool,
     ) -> Result<Layer> {
         let mut w = |n: &str| get(&format!("blk.{i}.{n}.weight"));
+        let mut gemma = |n: &str| match arch {
+            Arch::Gemma3 => w(n).map(Some),
+            Arch::Llama => Ok(None),
+        };
         Ok(Layer {
+            q_norm: gemma("attn_q_norm")?,
+            k_norm: gemma("attn_k_norm")?,
+            post_attn_norm: gemma("post_attention_norm")?,
+            post_ffn_norm: gemma("post_ffw_norm")?,
             q: w("attn_q")?,
             k: w("attn_k")?,
             v: w("attn_v")?,
@@ -308,11 +412,7 @@ impl Layer {
             up: w("ffn_up")?,
             down: w("ffn_down")?,
             attn_norm: w("attn_norm")?,
-            q_norm: w("attn_q_norm")?,
-            k_norm: w("attn_k_norm")?,
-            post_attn_norm: w("post_attention_norm")?,
             ffn_norm: w("ffn_norm")?,
-            post_ffn_norm: w("post_ffw_norm")?,
             sliding,
         })
     }
