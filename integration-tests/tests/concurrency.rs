@@ -172,6 +172,7 @@ async fn batched_seeded_samples_equal_serial_ones_only_where_batches_are_right()
                 level: 1.0,
                 samples: 4,
                 batch,
+                judge_batch: 1,
             };
             let done = confirm::run_prompt(draws, methods, &mut stores, at, || {}).await;
             let _ = std::fs::remove_dir_all(&dir);
