@@ -31,3 +31,13 @@ pub mod text;
 pub mod verdict;
 
 pub use error::EvalError;
+
+#[cfg(feature = "gemma")]
+/// CPU-bound work on a runtime thread, telling the runtime so (multi-threaded runtimes),
+/// or inline on a current-thread runtime (the forward passes of `net`).
+pub(crate) fn run_blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
+        _ => f(),
+    }
+}

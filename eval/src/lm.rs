@@ -6,6 +6,8 @@ use super::gemma::{Gemma, Row};
 use super::generate::{self, Judged, SplitMix, Trace};
 #[cfg(feature = "gemma")]
 use super::onepass::OnePass;
+#[cfg(feature = "gemma")]
+use super::run_blocking;
 use super::sampler::Sampler;
 use super::EvalError;
 
@@ -117,15 +119,5 @@ impl Lm<'_> {
             #[cfg(feature = "gemma")]
             Lm::EngineOnePass(..) => unreachable!("plain() maps it to Engine"),
         }
-    }
-}
-
-#[cfg(feature = "gemma")]
-/// CPU-bound work on a runtime thread, telling the runtime so (multi-threaded runtimes),
-/// or inline on a current-thread runtime.
-pub(crate) fn run_blocking<T>(f: impl FnOnce() -> T) -> T {
-    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
-        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
-        _ => f(),
     }
 }

@@ -63,7 +63,7 @@ impl OnePass {
                 Ok(())
             })
         };
-        super::lm::run_blocking(pass).map_err(EvalError::engine)?;
+        super::run_blocking(pass).map_err(EvalError::engine)?;
         Ok(Judged { logprobs })
     }
 }
