@@ -305,6 +305,20 @@ impl Net {
         Ok(())
     }
 
+    /// The log-probability of each token of `cont` after `context`, teacher-forced in one
+    /// pass ([`Net::forced`]): the judgement both one-pass judges give.
+    pub fn forced_logprobs(&self, context: &[u32], cont: &[u32]) -> Result<Vec<f64>> {
+        let mut out = Vec::with_capacity(cont.len());
+        self.forced(context, cont, |row, c| {
+            let lp = crate::metrics::log_softmax(row, 1.0).ok_or_else(|| {
+                candle_core::Error::Msg("the judge's logits have no finite value".into())
+            })?;
+            out.push(lp[c as usize]);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
     /// `x` through the norm `w` where the architecture has one.
     fn norm_opt(&self, x: Tensor, w: Option<&Tensor>) -> Result<Tensor> {
         match w {

@@ -12,7 +12,6 @@ use either::Either;
 use mistralrs::{TextMessageRole, TextMessages};
 
 use super::generate::Judged;
-use super::metrics::log_softmax;
 use super::net::Net;
 use super::EvalError;
 
@@ -52,18 +51,8 @@ impl OnePass {
             .tokenize(text, None, false, false, None)
             .await
             .map_err(EvalError::engine)?;
-        let mut logprobs = Vec::with_capacity(cont.len());
-        let net = &self.net;
-        let pass = || {
-            net.forced(&context, &cont, |row, c| {
-                let lp = log_softmax(row, 1.0).ok_or_else(|| {
-                    candle_core::Error::Msg("the judge's logits have no finite value".into())
-                })?;
-                logprobs.push(lp[c as usize]);
-                Ok(())
-            })
-        };
-        super::run_blocking(pass).map_err(EvalError::engine)?;
+        let logprobs = super::run_blocking(|| self.net.forced_logprobs(&context, &cont))
+            .map_err(EvalError::engine)?;
         Ok(Judged { logprobs })
     }
 }

@@ -152,14 +152,10 @@ impl Gemma {
     /// prompt and the continuation.
     pub fn judge(&self, prompt: &str, continuation: &str) -> Result<Judged, EvalError> {
         let cont = self.vocab.encode(continuation);
-        let mut logprobs = Vec::with_capacity(cont.len());
-        self.forced(prompt, &cont, |row, c| {
-            let lp = log_softmax(row, 1.0).ok_or_else(|| {
-                EvalError::Invalid("the judge's logits have no finite value".into())
-            })?;
-            logprobs.push(lp[c as usize]);
-            Ok(())
-        })?;
+        let logprobs = self
+            .net
+            .forced_logprobs(&self.prompt(prompt), &cont)
+            .map_err(EvalError::engine)?;
         Ok(Judged { logprobs })
     }
 
@@ -172,32 +168,13 @@ impl Gemma {
     ) -> Result<(Vec<u32>, Vec<Vec<f32>>), EvalError> {
         let cont = self.vocab.encode(continuation);
         let mut rows = Vec::with_capacity(cont.len());
-        self.forced(prompt, &cont, |row, _| {
-            rows.push(row.to_vec());
-            Ok(())
-        })?;
-        Ok((cont, rows))
-    }
-
-    /// One pass over `prompt` and `cont` ([`Net::forced`]).
-    fn forced(
-        &self,
-        prompt: &str,
-        cont: &[u32],
-        mut each: impl FnMut(&[f32], u32) -> Result<(), EvalError>,
-    ) -> Result<(), EvalError> {
-        let mut failed = None;
-        let run = self.net.forced(&self.prompt(prompt), cont, |row, c| {
-            each(row, c).map_err(|e| {
-                let msg = e.to_string();
-                failed = Some(e);
-                candle_core::Error::Msg(msg)
+        self.net
+            .forced(&self.prompt(prompt), &cont, |row, _| {
+                rows.push(row.to_vec());
+                Ok(())
             })
-        });
-        match (run, failed) {
-            (_, Some(e)) => Err(e),
-            (r, None) => r.map_err(EvalError::engine),
-        }
+            .map_err(EvalError::engine)?;
+        Ok((cont, rows))
     }
 
     /// A sample of up to `max_tokens` tokens after `prompt` through `s`, each token drawn
