@@ -6,9 +6,11 @@ pub const TAIL: f64 = 1e-4;
 // The tail rate compares log-probabilities with ln(TAIL).
 const _: () = assert!(TAIL > 0.0);
 
-/// `log softmax(x / t)` in `f64` (`t > 0`); `-inf` entries stay `-inf`. `None` when no
-/// entry is finite.
-pub fn log_softmax(x: &[f32], t: f64) -> Option<Vec<f64>> {
+/// `log Σ exp(x / t)` over the finite entries of `x`, in `f64` (`t > 0`): the
+/// normaliser of [`log_softmax`], which reads a single entry without building the
+/// vector (`log_softmax(x, t)[i] == x[i] as f64 / t - log_sum_exp(x, t)`, bit for bit).
+/// `None` when no entry is finite.
+pub fn log_sum_exp(x: &[f32], t: f64) -> Option<f64> {
     let m = x
         .iter()
         .copied()
@@ -23,7 +25,13 @@ pub fn log_softmax(x: &[f32], t: f64) -> Option<Vec<f64>> {
         .filter(|v| v.is_finite())
         .map(|&v| (v as f64 / t - m).exp())
         .sum();
-    let lse = m + s.ln();
+    Some(m + s.ln())
+}
+
+/// `log softmax(x / t)` in `f64` (`t > 0`); `-inf` entries stay `-inf`. `None` when no
+/// entry is finite.
+pub fn log_softmax(x: &[f32], t: f64) -> Option<Vec<f64>> {
+    let lse = log_sum_exp(x, t)?;
     Some(
         x.iter()
             .map(|&v| {
@@ -108,6 +116,27 @@ impl Stats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_entry_from_the_normaliser_is_the_log_softmax_entry() {
+        let x = [2.5f32, -1.0, 0.125, -30.0, f32::NEG_INFINITY, 7.75];
+        for t in [1.0, 0.7, 1.3] {
+            let lse = log_sum_exp(&x, t).unwrap();
+            // Independently: the normaliser sums to one.
+            let total: f64 = x.iter().map(|&v| (v as f64 / t - lse).exp()).sum();
+            assert!((total - 1.0).abs() < 1e-12, "{total}");
+            let full = log_softmax(&x, t).unwrap();
+            for (i, &v) in x.iter().enumerate() {
+                let one = if v.is_finite() {
+                    v as f64 / t - lse
+                } else {
+                    f64::NEG_INFINITY
+                };
+                assert_eq!(one.to_bits(), full[i].to_bits(), "entry {i} at t = {t}");
+            }
+        }
+        assert_eq!(log_sum_exp(&[f32::NEG_INFINITY, f32::NAN], 1.0), None);
+    }
 
     #[test]
     fn identical_distributions_have_no_divergence() {

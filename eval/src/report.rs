@@ -467,9 +467,9 @@ pub fn verdict_table(
         Vec<super::verdict::Comparison>,
     )],
 ) -> String {
-    use super::verdict::{ALPHA, DISTINCT2_GUARD, MIN_PROMPTS, NON_WORD_GUARD};
+    use super::verdict::{ALPHA, DISTINCT2_GUARD, LEVELS, MIN_PROMPTS, NON_WORD_GUARD};
     let mut s = format!(
-        "HLG minus each other method at plain temperature's online entropy (each method interpolated between its runs at several temperatures), paired prompt by prompt. Intervals: percentile bootstrap over prompts at {ALPHA} family-wise (Bonferroni over the level's comparisons × 3 measures); p: the judged log-prob's, Holm-adjusted. Win: judged log-prob interval above 0, distinct-2 not lower by {DISTINCT2_GUARD}, non-word rate not higher by {NON_WORD_GUARD}; lose: the log-prob interval below 0 or a guard failed; else tie; TooFew: under {MIN_PROMPTS} paired prompts, no verdict.\n"
+        "HLG minus each other method at plain temperature's online entropy (each method interpolated between its runs at several temperatures), paired prompt by prompt. Intervals: percentile bootstrap over prompts at {ALPHA} family-wise (Bonferroni over the model's comparisons: HLG settings × other methods × {LEVELS} levels × 3 measures, whether or not every level has run); p: the judged log-prob's, adjusted the same way. Win: judged log-prob interval above 0, distinct-2 not lower by {DISTINCT2_GUARD}, non-word rate not higher by {NON_WORD_GUARD}; lose: the log-prob interval below 0 or a guard failed; else tie; TooFew: under {MIN_PROMPTS} paired prompts, no verdict.\n"
     );
     for (level, target, matched, comps) in levels {
         s += &format!("\n### Level T = {level} (online entropy {target:.3} nats)\n\n| method | entropy by T scale | bracketed |\n| --- | --- | --- |\n");
@@ -486,7 +486,7 @@ pub fn verdict_table(
                 if m.bracketed { "yes" } else { "no" }
             );
         }
-        s += "\n| HLG | against | prompts | Δ judged log-prob | Δ distinct-2 | Δ non-word rate | p (Holm) | verdict |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n";
+        s += "\n| HLG | against | prompts | Δ judged log-prob | Δ distinct-2 | Δ non-word rate | p (adjusted) | verdict |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n";
         for c in comps {
             let d = |k: usize, dp: usize| {
                 let (m, lo, hi) = c.diffs[k];
@@ -500,7 +500,7 @@ pub fn verdict_table(
                 d(0, 3),
                 d(1, 3),
                 d(2, 4),
-                c.p_holm,
+                c.p_adjusted,
                 c.verdict
             );
         }

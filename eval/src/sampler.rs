@@ -161,19 +161,7 @@ impl Sampler {
         match self {
             Sampler::Temperature { .. } => {}
             Sampler::Hlg { hlg, .. } => hlg.curve().apply(x),
-            &Sampler::TopP { t, p } => {
-                let probs = probs(x, t);
-                let mut order: Vec<usize> = (0..x.len()).filter(|&i| probs[i] > 0.0).collect();
-                order.sort_unstable_by(|&a, &b| probs[b].total_cmp(&probs[a]).then(a.cmp(&b)));
-                let mut cum = 0.0;
-                for i in order {
-                    if cum >= p {
-                        x[i] = f32::NEG_INFINITY;
-                    } else {
-                        cum += probs[i];
-                    }
-                }
-            }
+            &Sampler::TopP { t, p } => top_p(x, t, p),
             &Sampler::MinP { t, min_p } => {
                 let probs = probs(x, t);
                 let top = probs.iter().copied().fold(0.0, f64::max);
@@ -275,24 +263,69 @@ fn dynamic_temperature(x: &mut [f32], low: f64, high: f64, exponent: f64) {
     }
 }
 
+/// Top-p in place: the most probable tokens kept while the mass before each is below p.
+fn top_p(x: &mut [f32], t: f64, p: f64) {
+    let q = probs(x, t);
+    let cut = |sorted: &[usize]| {
+        let mut cum = 0.0;
+        for (j, &i) in sorted.iter().enumerate() {
+            if cum >= p {
+                return Some(j);
+            }
+            cum += q[i];
+        }
+        (cum >= p).then_some(sorted.len())
+    };
+    let (order, kept) = most_probable_until(&q, cut);
+    for &i in &order[kept..] {
+        x[i] = f32::NEG_INFINITY;
+    }
+}
+
 /// Top-H in place (see [`Sampler::TopH`]): the entropy of the renormalised top set from
 /// running sums, S = Σ q and A = Σ q ln q: H = ln S − A / S.
 fn top_h(x: &mut [f32], t: f64, alpha: f64) {
     let q = probs(x, t);
     let bound = alpha * entropy_of(&q);
-    let mut order: Vec<usize> = (0..x.len()).filter(|&i| q[i] > 0.0).collect();
-    order.sort_unstable_by(|&a, &b| q[b].total_cmp(&q[a]).then(a.cmp(&b)));
-    let (mut sum, mut plogp) = (0.0, 0.0);
-    let mut kept = 0;
-    for &i in &order {
-        let (s, a) = (sum + q[i], plogp + q[i] * q[i].ln());
-        if kept > 0 && s.ln() - a / s > bound {
-            break;
+    let cut = |sorted: &[usize]| {
+        let (mut sum, mut plogp) = (0.0, 0.0);
+        for (kept, &i) in sorted.iter().enumerate() {
+            let (s, a) = (sum + q[i], plogp + q[i] * q[i].ln());
+            if kept > 0 && s.ln() - a / s > bound {
+                return Some(kept);
+            }
+            (sum, plogp) = (s, a);
         }
-        (sum, plogp, kept) = (s, a, kept + 1);
-    }
+        None
+    };
+    let (order, kept) = most_probable_until(&q, cut);
     for &i in &order[kept..] {
         x[i] = f32::NEG_INFINITY;
+    }
+}
+
+/// The tokens with `q > 0`, most probable first (ties: lower index first), sorted only as
+/// far as `cut` needs: `cut` reads a sorted prefix and returns how many of the order to
+/// keep, or `None` when it must see more. Returns the order (its prefix of `kept` sorted,
+/// the rest in no order) and `kept`. The same as sorting everything and cutting once (a
+/// prefix of the full sort is the top of a selection, sorted), without sorting 262k
+/// entries per token for a cut that lands in the first few hundred.
+fn most_probable_until(q: &[f64], cut: impl Fn(&[usize]) -> Option<usize>) -> (Vec<usize>, usize) {
+    let by = |a: &usize, b: &usize| q[*b].total_cmp(&q[*a]).then(a.cmp(b));
+    let mut order: Vec<usize> = (0..q.len()).filter(|&i| q[i] > 0.0).collect();
+    let mut k = 1024;
+    loop {
+        if k >= order.len() {
+            order.sort_unstable_by(by);
+            let kept = cut(&order).unwrap_or(order.len());
+            return (order, kept);
+        }
+        order.select_nth_unstable_by(k, by);
+        order[..k].sort_unstable_by(by);
+        if let Some(kept) = cut(&order[..k]) {
+            return (order, kept);
+        }
+        k *= 8;
     }
 }
 
@@ -351,6 +384,88 @@ pub fn match_entropy<'a, I: Iterator<Item = &'a [f32]>>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Top-p and top-H as they were first written: one full sort, one cut.
+    fn full_sort_reference(x: &mut [f32], s: &Sampler) {
+        let q = probs(x, s.temperature());
+        let mut order: Vec<usize> = (0..x.len()).filter(|&i| q[i] > 0.0).collect();
+        order.sort_unstable_by(|&a, &b| q[b].total_cmp(&q[a]).then(a.cmp(&b)));
+        let kept = match *s {
+            Sampler::TopP { p, .. } => {
+                let mut cum = 0.0;
+                order
+                    .iter()
+                    .take_while(|&&i| {
+                        let keep = cum < p;
+                        cum += q[i];
+                        keep
+                    })
+                    .count()
+            }
+            Sampler::TopH { alpha, .. } => {
+                let bound = alpha * entropy_of(&q);
+                let (mut sum, mut plogp, mut kept) = (0.0, 0.0, 0);
+                for &i in &order {
+                    let (s, a) = (sum + q[i], plogp + q[i] * q[i].ln());
+                    if kept > 0 && s.ln() - a / s > bound {
+                        break;
+                    }
+                    (sum, plogp, kept) = (s, a, kept + 1);
+                }
+                kept
+            }
+            _ => unreachable!(),
+        };
+        for &i in &order[kept..] {
+            x[i] = f32::NEG_INFINITY;
+        }
+    }
+
+    #[test]
+    fn partial_sorting_cuts_exactly_where_a_full_sort_does() {
+        // Vocabularies past the first selection (1024) and past a second (8192), peaked
+        // and flat, with tied logits, against the full sort, bit for bit.
+        let mut rng = crate::generate::SplitMix(11);
+        for (n, spread) in [
+            (300usize, 4.0f32),
+            (5_000, 0.5),
+            (40_000, 0.05),
+            (40_000, 6.0),
+        ] {
+            let x: Vec<f32> = (0..n)
+                .map(|i| {
+                    let u = (rng.next_u64() >> 11) as f32 / (1u64 << 53) as f32;
+                    // Every seventh logit a copy of a round value: ties.
+                    if i % 7 == 0 {
+                        1.0
+                    } else {
+                        spread * 8.0 * (u - 0.5)
+                    }
+                })
+                .collect();
+            for s in [
+                Sampler::TopP { t: 1.0, p: 0.5 },
+                Sampler::TopP { t: 1.2, p: 0.98 },
+                Sampler::TopP { t: 1.0, p: 1.0 },
+                Sampler::TopH {
+                    t: 1.0,
+                    alpha: 0.95,
+                },
+                Sampler::TopH { t: 0.8, alpha: 0.5 },
+            ] {
+                let (mut fast, mut slow) = (x.clone(), x.clone());
+                s.transform(&mut fast);
+                full_sort_reference(&mut slow, &s);
+                let kept = fast.iter().filter(|v| v.is_finite()).count();
+                assert!(kept >= 1, "{s:?} n = {n}");
+                assert_eq!(
+                    fast.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    slow.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    "{s:?} n = {n}, kept {kept}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn top_p_keeps_the_smallest_set_reaching_p() {

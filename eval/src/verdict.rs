@@ -14,6 +14,10 @@ pub const DISTINCT2_GUARD: f64 = 0.01;
 pub const NON_WORD_GUARD: f64 = 0.005;
 /// The family-wise error rate of the intervals.
 pub const ALPHA: f64 = 0.05;
+/// The levels one model's verdict spans (T = 0.8, 1.0, 1.3): the protocol corrects over
+/// every comparison of a model, families × levels × measures, so a level's intervals are
+/// as wide before the other levels have run as after.
+pub const LEVELS: usize = 3;
 /// Bootstrap resamples per comparison.
 pub const RESAMPLES: usize = 20_000;
 /// Fewer paired prompts than this get no verdict: a bootstrap over a handful of prompts
@@ -48,9 +52,9 @@ pub struct Comparison {
     /// Per measure (judged log-prob, distinct-2, non-word rate): the mean paired
     /// difference and its corrected interval.
     pub diffs: [(f64, f64, f64); 3],
-    /// The judged log-prob difference's two-sided bootstrap p-value, Holm-adjusted over
-    /// every comparison of the level.
-    pub p_holm: f64,
+    /// The judged log-prob difference's two-sided bootstrap p-value, Bonferroni-adjusted
+    /// like the intervals (× the model's comparisons × 3 measures, at most 1).
+    pub p_adjusted: f64,
     /// The rule's verdict.
     pub verdict: Verdict,
 }
@@ -181,20 +185,6 @@ fn bootstrap(d: &[f64], alpha: f64, rng: &mut SplitMix) -> (f64, f64, f64, f64) 
     (mean, q(alpha / 2.0), q(1.0 - alpha / 2.0), p)
 }
 
-/// Holm's step-down adjustment of `p` (same order out).
-pub fn holm(p: &[f64]) -> Vec<f64> {
-    let m = p.len();
-    let mut order: Vec<usize> = (0..m).collect();
-    order.sort_by(|&a, &b| p[a].total_cmp(&p[b]));
-    let mut out = vec![0.0; m];
-    let mut running: f64 = 0.0;
-    for (rank, &i) in order.iter().enumerate() {
-        running = running.max(((m - rank) as f64 * p[i]).min(1.0));
-        out[i] = running;
-    }
-    out
-}
-
 /// The rule on one comparison's corrected intervals.
 pub fn rule(diffs: &[(f64, f64, f64); 3]) -> Verdict {
     let [(_, lp_lo, lp_hi), (_, d2_lo, d2_hi), (_, nw_lo, nw_hi)] = *diffs;
@@ -207,17 +197,18 @@ pub fn rule(diffs: &[(f64, f64, f64); 3]) -> Verdict {
     }
 }
 
-/// Every HLG setting against every method of another family, at one level: intervals at
-/// `ALPHA` over the number of comparisons × 3 measures (Bonferroni: simultaneous, and
-/// what Holm's first step uses), Holm-adjusted p-values of the judged log-prob.
-pub fn compare(matched: &[Matched], seed: u64) -> Vec<Comparison> {
+/// Every HLG setting against every method of another family, at one level of a verdict
+/// spanning `levels` levels: intervals at `ALPHA` over the model's comparisons (HLG
+/// settings × other methods × `levels`) × 3 measures, Bonferroni (simultaneous; at least
+/// as wide as Holm's step-down, whose first step it is), and the judged log-prob's p-value
+/// adjusted the same way.
+pub fn compare(matched: &[Matched], levels: usize, seed: u64) -> Vec<Comparison> {
     let hlg: Vec<&Matched> = matched.iter().filter(|m| m.family == Family::Hlg).collect();
     let others: Vec<&Matched> = matched.iter().filter(|m| m.family != Family::Hlg).collect();
-    let m = (hlg.len() * others.len() * 3).max(1);
+    let m = (hlg.len() * others.len() * levels.max(1) * 3).max(1);
     let alpha = ALPHA / m as f64;
     let mut rng = SplitMix(seed);
     let mut out: Vec<Comparison> = vec![];
-    let mut ps = vec![];
     for h in &hlg {
         for o in &others {
             let paired: Vec<([f64; 3], [f64; 3])> = h
@@ -243,7 +234,6 @@ pub fn compare(matched: &[Matched], seed: u64) -> Vec<Comparison> {
                     p_lp = p;
                 }
             }
-            ps.push(p_lp);
             out.push(Comparison {
                 hlg: h.name.clone(),
                 other: o.name.clone(),
@@ -253,12 +243,9 @@ pub fn compare(matched: &[Matched], seed: u64) -> Vec<Comparison> {
                     _ => rule(&diffs),
                 },
                 diffs,
-                p_holm: 1.0,
+                p_adjusted: (p_lp * m as f64).min(1.0),
             });
         }
-    }
-    for (c, p) in out.iter_mut().zip(holm(&ps)) {
-        c.p_holm = p;
     }
     out
 }
@@ -266,14 +253,6 @@ pub fn compare(matched: &[Matched], seed: u64) -> Vec<Comparison> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn holm_adjusts_step_down_and_keeps_order() {
-        // Sorted 0.01, 0.02, 0.04 × 3, 2, 1 = 0.03, 0.04, 0.04 (monotone).
-        assert_eq!(holm(&[0.04, 0.01, 0.02]), [0.04, 0.03, 0.04]);
-        assert_eq!(holm(&[0.5, 0.9]), [1.0, 1.0]);
-        assert_eq!(holm(&[]), Vec::<f64>::new());
-    }
 
     #[test]
     fn the_rule_reads_the_intervals() {
@@ -406,10 +385,11 @@ mod tests {
                 all[0].clone(),
                 matched("t", Family::Temperature, &base[..9]),
             ],
+            1,
             7,
         );
         assert_eq!(few[0].verdict, Verdict::TooFew);
-        let c = compare(&all, 7);
+        let c = compare(&all, 1, 7);
         assert_eq!(c.len(), 2);
         assert_eq!(
             (c[0].other.as_str(), c[0].verdict),
@@ -420,6 +400,26 @@ mod tests {
             (c[1].other.as_str(), c[1].verdict),
             ("min-p x", Verdict::Tie)
         );
-        assert!(c[0].p_holm < 0.01 && c[1].p_holm == 1.0);
+        assert!(c[0].p_adjusted < 0.01 && c[1].p_adjusted == 1.0);
+        // Correcting over three levels' comparisons widens every interval (the same
+        // resamples: the same seed) and raises every adjusted p.
+        let noisy: Vec<[f64; 3]> = base
+            .iter()
+            .enumerate()
+            .map(|(i, v)| [v[0] + 0.5 + 0.1 * ((i * 7 % 5) as f64 - 2.0), v[1], v[2]])
+            .collect();
+        let pair = [
+            matched("hlg n", Family::Hlg, &noisy),
+            matched("temperature", Family::Temperature, &base),
+        ];
+        let (one, three) = (compare(&pair, 1, 7), compare(&pair, LEVELS, 7));
+        let width = |c: &Comparison| c.diffs[0].2 - c.diffs[0].1;
+        assert!(
+            width(&three[0]) > width(&one[0]),
+            "{:?} {:?}",
+            three[0],
+            one[0]
+        );
+        assert!(three[0].p_adjusted >= one[0].p_adjusted);
     }
 }

@@ -19,7 +19,7 @@ use rayon::prelude::*;
 
 use super::capture::{Capture, CaptureConfig};
 use super::generate::{draw, Judged, SplitMix, Trace};
-use super::metrics::log_softmax;
+use super::metrics::log_sum_exp;
 use super::sampler::{entropy_of, probs, Sampler};
 use super::EvalError;
 
@@ -257,14 +257,18 @@ impl Gemma {
             .filter(|(_, l)| !l.done)
             .try_for_each(|(r, l)| {
                 let row = &rows[r];
-                let base = log_softmax(&l.logits, 1.0).ok_or_else(|| {
+                // Only the drawn token's base log-prob is kept: the normaliser and a
+                // copy of the logits, not a 262k-entry log-softmax per row and step.
+                let lse = log_sum_exp(&l.logits, 1.0).ok_or_else(|| {
                     EvalError::Invalid("the model's logits have no finite value".into())
                 })?;
+                let base = l.logits.clone();
                 row.sampler.transform(&mut l.logits);
                 let q = probs(&l.logits, row.sampler.temperature());
                 l.trace.entropy.push(entropy_of(&q));
                 let pick = draw(&q, l.seed.unit());
-                l.trace.base_logprob.push(base[pick]);
+                // As log_softmax(base, 1)[pick], bit for bit (a drawn token is finite).
+                l.trace.base_logprob.push(base[pick] as f64 - lse);
                 if pick as u32 == eos {
                     l.done = true;
                 } else {

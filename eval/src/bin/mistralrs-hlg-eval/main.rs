@@ -926,7 +926,7 @@ impl ConfirmReport<'_> {
                 verdict::match_entropy(plan, &runs, self.ps, self.samples)
             {
                 let seed = mistralrs_hlg_eval::generate::fnv1a(l.level.to_string().bytes());
-                let comps = verdict::compare(&matched, seed);
+                let comps = verdict::compare(&matched, verdict::LEVELS, seed);
                 levels.push((l.level, target, matched, comps));
             }
         }
