@@ -10,6 +10,7 @@
 
 use serde::Serialize;
 
+pub use super::guardrail::framing;
 use super::guardrail::Task;
 use super::lm::Lm;
 use super::sampler::{probs, Sampler};
@@ -22,27 +23,6 @@ pub struct Forced {
     pub tokens: Vec<u32>,
     /// The base logits before each of them.
     pub rows: Vec<Vec<f32>>,
-}
-
-/// What an item is forced with: the context, a reply's opening the answer follows, and
-/// the answer (its first accepted one, capitalised, after a space). On the engine the
-/// item is the user's message and the reply opens "Answer:"; on a pretrained model
-/// (Gemma) the item is followed by a line "Answer:". The probability is the answer's
-/// given that opening, so that it does not hang on how a model likes to open a reply.
-pub fn framing(task: &Task, chat: bool) -> (String, &'static str, String) {
-    let answer = format!(" {}", capitalised(task.answers[0]));
-    match chat {
-        true => (task.prompt.to_string(), "Answer:", answer),
-        false => (format!("{}\n", task.prompt), "Answer:", answer),
-    }
-}
-
-fn capitalised(s: &str) -> String {
-    let mut c = s.chars();
-    match c.next() {
-        Some(f) => f.to_uppercase().chain(c).collect(),
-        None => String::new(),
-    }
 }
 
 /// Every task's forced answer on `lm`: the rows and tokens of the answer alone, after the

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::generate::{generate_seeded, SplitMix};
 use super::journal;
+use super::lm::Lm;
 use super::sampler::Sampler;
 use super::text::words;
 use super::EvalError;
@@ -255,7 +256,7 @@ pub async fn run(
         max_tokens,
         batch: 1,
     };
-    let mut out = run_all(model, plan, None, progress).await?;
+    let mut out = run_all(Lm::Engine(model), plan, None, progress).await?;
     Ok(out.remove(0))
 }
 
@@ -284,7 +285,7 @@ pub struct Plan<'a> {
 /// samples and length), items it holds are read from it and each new item is added to it
 /// as soon as it is finished.
 pub async fn run_all(
-    model: &mistralrs::Model,
+    lm: Lm<'_>,
     plan: Plan<'_>,
     mut journal: Option<&mut Journal>,
     mut progress: impl FnMut(),
@@ -310,16 +311,18 @@ pub async fn run_all(
                 texts.to_vec()
             }
             _ => {
-                let mut texts = Vec::with_capacity(todo.len());
-                for chunk in todo.chunks(batch.max(1)) {
-                    let runs = chunk.iter().map(|&(j, k)| {
-                        reply(model, task.prompt, methods[j].as_ref(), max_tokens, k)
-                    });
-                    for text in futures::future::join_all(runs).await {
-                        texts.push(text?);
-                        progress();
+                let texts = match lm.engine() {
+                    Some(model) => {
+                        let ask = (methods, max_tokens, batch);
+                        replies_engine(model, task, ask, &todo, &mut progress).await?
                     }
-                }
+                    None => {
+                        let texts =
+                            replies_pretrained(lm, task, methods, &todo, max_tokens).await?;
+                        texts.iter().for_each(|_| progress());
+                        texts
+                    }
+                };
                 if let Some(j) = journal.as_deref_mut() {
                     j.push(task.prompt, texts.clone())?;
                 }
@@ -342,6 +345,89 @@ pub async fn run_all(
         .collect())
 }
 
+/// What an item is forced with: the context, a reply's opening the answer follows, and
+/// the answer (its first accepted one, capitalised, after a space). On the engine the
+/// item is the user's message and the reply opens "Answer:"; on a pretrained model
+/// (Gemma) the item is followed by a line "Answer:". The probability is the answer's
+/// given that opening, so that it does not hang on how a model likes to open a reply.
+pub fn framing(task: &Task, chat: bool) -> (String, &'static str, String) {
+    let answer = format!(" {}", capitalised(task.answers[0]));
+    match chat {
+        true => (task.prompt.to_string(), "Answer:", answer),
+        false => (format!("{}\n", task.prompt), "Answer:", answer),
+    }
+}
+
+fn capitalised(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().chain(c).collect(),
+        None => String::new(),
+    }
+}
+
+/// The seed of sample `k` of `sampler`'s draws for `prompt`.
+fn seed(sampler: &Sampler, prompt: &str, k: usize) -> SplitMix {
+    SplitMix::named(&format!(
+        "guardrail|{}|{}|{prompt}|{k}",
+        sampler.name(),
+        sampler.temperature()
+    ))
+}
+
+/// An item's replies on the engine, `batch` requests at once, in the order of `todo`
+/// (method, sample).
+async fn replies_engine(
+    model: &mistralrs::Model,
+    task: &Task,
+    (methods, max_tokens, batch): (&[Option<Sampler>], usize, usize),
+    todo: &[(usize, usize)],
+    progress: &mut impl FnMut(),
+) -> Result<Vec<String>, EvalError> {
+    let mut texts = Vec::with_capacity(todo.len());
+    for chunk in todo.chunks(batch.max(1)) {
+        let runs = chunk
+            .iter()
+            .map(|&(j, k)| reply(model, task.prompt, methods[j].as_ref(), max_tokens, k));
+        for text in futures::future::join_all(runs).await {
+            texts.push(text?);
+            progress();
+        }
+    }
+    Ok(texts)
+}
+
+/// Greedy as a sampler: top-p with p below any token's probability keeps only the most
+/// probable token (the lowest index among equals), whatever the seed.
+fn greedy() -> Sampler {
+    Sampler::TopP { t: 1.0, p: 1e-30 }
+}
+
+/// An item's replies on a pretrained model (Gemma), all as one batch: the item, then a
+/// line "Answer:" ([`framing`]'s opening, which the reply continues), with
+/// the same seeds as on the engine.
+async fn replies_pretrained(
+    lm: Lm<'_>,
+    task: &Task,
+    methods: &[Option<Sampler>],
+    todo: &[(usize, usize)],
+    max_tokens: usize,
+) -> Result<Vec<String>, EvalError> {
+    let (context, opening, _) = framing(task, false);
+    let greedy = greedy();
+    let rows: Vec<(&Sampler, usize, SplitMix)> = todo
+        .iter()
+        .map(|&(j, k)| {
+            let s = methods[j].as_ref().unwrap_or(&greedy);
+            (s, max_tokens, seed(s, task.prompt, k))
+        })
+        .collect();
+    let out = lm
+        .generate_many(&format!("{context}{opening}"), &rows, rows.len())
+        .await?;
+    Ok(out.into_iter().map(|(text, _)| text).collect())
+}
+
 /// One reply: greedy (`None`), or sample `k` of `sampler`'s seeded draws for `prompt`.
 async fn reply(
     model: &mistralrs::Model,
@@ -351,9 +437,11 @@ async fn reply(
     k: usize,
 ) -> Result<String, EvalError> {
     if let Some(s) = sampler {
-        let name = format!("guardrail|{}|{}|{prompt}|{k}", s.name(), s.temperature());
-        let seed = SplitMix::named(&name);
-        return Ok(generate_seeded(model, prompt, s, max_tokens, seed).await?.0);
+        return Ok(
+            generate_seeded(model, prompt, s, max_tokens, seed(s, prompt, k))
+                .await?
+                .0,
+        );
     }
     let req = mistralrs::RequestBuilder::new()
         .add_message(mistralrs::TextMessageRole::User, prompt)

@@ -26,13 +26,24 @@ pub enum Lm<'a> {
     EngineOnePass(&'a mistralrs::Model, &'a OnePass),
 }
 
-impl Lm<'_> {
+impl<'a> Lm<'a> {
     /// The model for everything but judging: the engine of an [`Lm::EngineOnePass`].
     fn plain(self) -> Self {
         match self {
             #[cfg(feature = "gemma")]
             Lm::EngineOnePass(m, _) => Lm::Engine(m),
             other => other,
+        }
+    }
+
+    /// The engine model, when this is one (with or without a one-pass judge).
+    pub fn engine(self) -> Option<&'a mistralrs::Model> {
+        match self {
+            Lm::Engine(m) => Some(m),
+            #[cfg(feature = "gemma")]
+            Lm::EngineOnePass(m, _) => Some(m),
+            #[cfg(feature = "gemma")]
+            Lm::Gemma(_) => None,
         }
     }
 

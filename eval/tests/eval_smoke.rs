@@ -321,7 +321,9 @@ async fn guardrail_scorer(model: &Model) {
     let methods = [None, Some(Sampler::Temperature { t: 1.0 })];
     let tasks = &guardrail::TASKS[..2];
     let plan = two_samples(tasks, &methods);
-    let all = guardrail::run_all(model, plan, None, || {}).await.unwrap();
+    let all = guardrail::run_all(Lm::Engine(model), plan, None, || {})
+        .await
+        .unwrap();
     assert_eq!(all[0].replies, acc.replies[..2]);
     assert_eq!(
         (all[0].samples, all[1].samples, all[1].replies.len()),
@@ -343,7 +345,7 @@ async fn guardrail_scorer(model: &Model) {
     let mut journal = guardrail::Journal::open(&path, &methods, 2, 6).unwrap();
     assert_eq!(journal.len(), 1);
     let mut ticks = 0;
-    let again = guardrail::run_all(model, plan, Some(&mut journal), || ticks += 1)
+    let again = guardrail::run_all(Lm::Engine(model), plan, Some(&mut journal), || ticks += 1)
         .await
         .unwrap();
     assert_eq!((journal.len(), ticks), (2, 6));
@@ -387,7 +389,7 @@ async fn first_item_through(
 ) -> Vec<guardrail::Accuracy> {
     let mut journal = guardrail::Journal::open(path, methods, 2, 6).unwrap();
     let plan = two_samples(&guardrail::TASKS[..1], methods);
-    guardrail::run_all(model, plan, Some(&mut journal), || {})
+    guardrail::run_all(Lm::Engine(model), plan, Some(&mut journal), || {})
         .await
         .unwrap()
 }

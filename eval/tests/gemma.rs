@@ -53,6 +53,7 @@ fn gemma_fetches_tokenizes_generates_and_judges() {
     assert_eq!(a, b);
     assert_ne!(a.0, c.0);
     capture_on_gemma(&g);
+    guardrail_on_gemma(&g);
     // Judged: the fact is likelier than nonsense.
     let fact = g.judge(prompt, " Paris, on the Seine.").unwrap();
     let nonsense = g.judge(prompt, " purple elephants, on the moon.").unwrap();
@@ -62,6 +63,54 @@ fn gemma_fetches_tokenizes_generates_and_judges() {
     // the sampler read the same model.
     let first = g.judge(prompt, " Paris").unwrap();
     assert_eq!(first.logprobs, trace.base_logprob[..1]);
+}
+
+/// The sampled guardrail on Gemma: each item, a new line and "Answer:", continued; greedy
+/// is the near-zero temperature's decode, and every sampled reply is the one its seed
+/// draws alone (the item's replies decode as one batch).
+fn guardrail_on_gemma(g: &Gemma) {
+    use mistralrs_hlg_eval::guardrail::{self, correct, Plan, TASKS};
+    use mistralrs_hlg_eval::lm::Lm;
+    let warm = Sampler::Temperature { t: 0.7 };
+    let methods = [None, Some(warm.clone())];
+    let plan = Plan {
+        tasks: &TASKS[..3],
+        methods: &methods,
+        samples: 2,
+        max_tokens: 4,
+        batch: 1,
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let acc = rt
+        .block_on(guardrail::run_all(Lm::Gemma(g), plan, None, || {}))
+        .unwrap();
+    assert_eq!(acc.len(), 2);
+    assert_eq!((acc[0].items, acc[0].replies.len()), (3, 3));
+    assert_eq!((acc[1].items, acc[1].replies.len()), (3, 6));
+    let near_zero = Sampler::Temperature { t: 1e-3 };
+    for (i, task) in TASKS[..3].iter().enumerate() {
+        let prompt = format!("{}\nAnswer:", task.prompt);
+        let (greedy, _) = g
+            .generate_seeded(&prompt, &near_zero, 4, SplitMix(1))
+            .unwrap();
+        assert_eq!(acc[0].replies[i].1, greedy, "{prompt:?}");
+        for k in 0..2 {
+            let seed = SplitMix::named(&format!("guardrail|temperature|0.7|{}|{k}", task.prompt));
+            let (alone, _) = g.generate_seeded(&prompt, &warm, 4, seed).unwrap();
+            assert_eq!(acc[1].replies[2 * i + k].1, alone, "{prompt:?} sample {k}");
+        }
+    }
+    for (a, per) in acc.iter().zip([1, 2]) {
+        for (j, (ok, text)) in a.replies.iter().enumerate() {
+            assert_eq!(*ok, correct(text, TASKS[j / per].answers), "{text:?}");
+        }
+        let right = a.replies.iter().filter(|(ok, _)| *ok).count();
+        assert_eq!(a.correct, right);
+    }
+    // The model knows the first item's answer.
+    assert!(acc[0].replies[0].0, "{:?}", acc[0].replies[0]);
 }
 
 /// A capture on Gemma: each prompt's text is the seeded temperature sample of the same

@@ -246,10 +246,20 @@ pub struct GuardrailArgs {
     #[arg(long, default_value_t = 1)]
     samples: usize,
     /// The frontier candidates of this screened level instead (`eval confirm`'s plan,
-    /// with its defaults), each at its matched temperature, plain temperature at each HLG
-    /// setting's: OUT/guardrail-<T>.json, OUT/guardrail-<T>.md.
+    /// sized by --per-family and --hlg), each at its matched temperature, plain
+    /// temperature at each HLG setting's: OUT/guardrail-<T>.json, OUT/guardrail-<T>.md.
     #[arg(long)]
     level: Option<f64>,
+    /// With --level: settings per baseline family (as `eval confirm --per-family`).
+    #[arg(long, default_value_t = 2, requires = "level")]
+    per_family: usize,
+    /// With --level: HLG settings beside the shipped knobs (as `eval confirm --hlg`).
+    #[arg(long, default_value_t = 3, requires = "level")]
+    hlg: usize,
+    /// Gemma 3 270M instead of the engine (with --level, on its own --out): each item,
+    /// a new line and "Answer:", continued; an item's replies decode as one batch.
+    #[arg(long, conflicts_with = "model", requires = "level")]
+    gemma: bool,
     /// Generations sent to the engine at once, when its batched rows are right (as
     /// `eval confirm --batch`). The same replies either way: each draw is seeded.
     #[arg(long, default_value_t = mistralrs_hlg_eval::confirm::BATCH)]
@@ -1080,6 +1090,9 @@ fn guardrail(args: GuardrailArgs) -> anyhow::Result<()> {
         items,
         samples,
         level,
+        per_family,
+        hlg: hlg_settings,
+        gemma,
         batch,
     } = args;
     use mistralrs_hlg_eval::guardrail;
@@ -1092,7 +1105,7 @@ fn guardrail(args: GuardrailArgs) -> anyhow::Result<()> {
     }
     let hlg = online.hlg.defaults()?;
     let (samplers, plan) = match level {
-        Some(l) => candidate_samplers(&online.out.out, l)?,
+        Some(l) => candidate_samplers(&online.out.out, l, (per_family, hlg_settings))?,
         None => (guardrail_samplers(&hlg, &temperatures)?, None),
     };
     let n = items
@@ -1100,8 +1113,12 @@ fn guardrail(args: GuardrailArgs) -> anyhow::Result<()> {
         .min(guardrail::TASKS.len());
     let mut journal = guardrail_journal(&online.out.out, level, &samplers, samples, max_tokens)?;
     let results = tokio::runtime::Runtime::new()?.block_on(async {
-        let m = capture::load_model(online.model.as_deref()).await?;
-        let batch = probed_batch(&m, batch).await;
+        let choice = ModelChoice {
+            model: online.model.clone(),
+            gemma,
+        };
+        let m = Models::load(&choice, false).await?;
+        let batch = m.batch(batch).await?;
         let bar = progress((1 + (samplers.len() - 1) * samples) * n, "guardrail");
         let plan = guardrail::Plan {
             tasks: &guardrail::TASKS[..n],
@@ -1110,7 +1127,7 @@ fn guardrail(args: GuardrailArgs) -> anyhow::Result<()> {
             max_tokens,
             batch,
         };
-        let out = guardrail::run_all(&m, plan, Some(&mut journal), || bar.inc(1)).await?;
+        let out = guardrail::run_all(m.sampled()?, plan, Some(&mut journal), || bar.inc(1)).await?;
         bar.finish();
         anyhow::Ok(out)
     })?;
@@ -1129,10 +1146,11 @@ type Plan = Vec<mistralrs_hlg_eval::confirm::Planned>;
 fn candidate_samplers(
     out: &std::path::Path,
     l: f64,
+    (per_family, hlg): (usize, usize),
 ) -> anyhow::Result<(Vec<Option<Sampler>>, Option<Plan>)> {
     use mistralrs_hlg_eval::confirm;
     check_levels(&[l])?;
-    let plan = confirm::plan(&read_screened(out, l)?, 2, 3);
+    let plan = confirm::plan(&read_screened(out, l)?, per_family, hlg);
     let mut s = vec![None];
     s.extend(confirm::guardrail_samplers(&plan).into_iter().map(Some));
     Ok((s, Some(plan)))
