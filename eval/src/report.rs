@@ -172,7 +172,7 @@ pub fn capability_table(
     samples: usize,
 ) -> String {
     let n = results.first().map_or(0, |a| a.items);
-    let mut md = format!("Level T = {level}: every method at its matched temperature (from the screening), plain temperature also at each HLG setting's. {n} items × {samples} samples (greedy: one), {max_tokens} tokens per answer; 95 % intervals over items. Differences are paired item by item.\n\n| method | T | correct | accuracy | 95 % CI | − temperature at the same T | − {} |\n| --- | --- | --- | --- | --- | --- | --- |\n", min_p.and_then(|m| m.sampler.as_ref()).map_or("min-p".to_string(), |s| format!("{} at T = {:.3}", s.name(), s.temperature())));
+    let mut md = format!("Level T = {level}: every method at its matched temperature (from the screening), plain temperature also at each HLG setting's. {n} items × {samples} samples (greedy: one), {max_tokens} tokens per answer; 95 % intervals over items. Differences are paired item by item; the level's temperature is plain temperature at the level's own T.\n\n| method | T | correct | accuracy | 95 % CI | − the level's temperature | − temperature at the same T | − {} |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n", min_p.and_then(|m| m.sampler.as_ref()).map_or("min-p".to_string(), |s| format!("{} at T = {:.3}", s.name(), s.temperature())));
     let diff = |a: &Accuracy, b: Option<&Accuracy>| match b {
         Some(b) if !std::ptr::eq(a, b) => {
             let (d, (lo, hi)) = guardrail::paired_difference(a, b);
@@ -180,13 +180,17 @@ pub fn capability_table(
         }
         _ => String::new(),
     };
+    // The plan lists plain temperature at the level's own T first.
+    let level_t = results
+        .iter()
+        .find(|b| matches!(b.sampler, Some(Sampler::Temperature { .. })));
     for a in results {
         let t = a.sampler.as_ref().map(|s| s.temperature());
         let plain = results
             .iter()
             .find(|b| matches!(b.sampler, Some(Sampler::Temperature { t: bt }) if Some(bt) == t));
         md += &format!(
-            "| {} | {} | {}/{} | {:.3} | {:.3}–{:.3} | {} | {} |\n",
+            "| {} | {} | {}/{} | {:.3} | {:.3}–{:.3} | {} | {} | {} |\n",
             a.sampler.as_ref().map_or("greedy".into(), |s| format!(
                 "{} {}",
                 Family::of(s).name(),
@@ -198,6 +202,10 @@ pub fn capability_table(
             a.rate(),
             a.ci95.0,
             a.ci95.1,
+            match a.sampler {
+                Some(_) => diff(a, level_t),
+                None => String::new(),
+            },
             diff(a, plain),
             if a.sampler.is_some() {
                 diff(a, min_p)
@@ -579,6 +587,7 @@ mod tests {
         };
         let results = vec![
             acc(None, vec![1.0, 1.0]),
+            acc(Some(Sampler::Temperature { t: 0.6 }), vec![0.0, 1.0]),
             acc(Some(hlg), vec![1.0, 0.0]),
             acc(
                 Some(Sampler::MinP {
@@ -589,11 +598,14 @@ mod tests {
             ),
             acc(Some(Sampler::Temperature { t: 0.7 }), vec![0.0, 0.0]),
         ];
-        let md = capability_table(0.8, &results, Some(&results[2]), 8, 1);
+        let md = capability_table(0.8, &results, Some(&results[3]), 8, 1);
         let row = md.lines().find(|l| l.starts_with("| hlg ")).unwrap();
-        // HLG − temperature at 0.7: differences 1, 0; − min-p: 0, −1.
+        // HLG − the level's temperature (0.6): differences 1, −1; − temperature at 0.7:
+        // 1, 0; − min-p: 0, −1.
         assert!(
-            row.contains("| +0.500 (") && row.contains("| -0.500 ("),
+            row.contains("| 1/2 | 0.500 | 0.000–1.000 | +0.000 (")
+                && row.contains(") | +0.500 (")
+                && row.contains(") | -0.500 ("),
             "{row}"
         );
         assert!(
@@ -601,14 +613,14 @@ mod tests {
             "{row}"
         );
         let greedy = md.lines().find(|l| l.starts_with("| greedy ")).unwrap();
-        assert!(greedy.ends_with("|  |  |"), "{greedy}");
+        assert!(greedy.ends_with("|  |  |  |"), "{greedy}");
         // The min-p column is named by its setting and temperature, rounded.
         let mut other = results.clone();
-        other[2].sampler = Some(Sampler::MinP {
+        other[3].sampler = Some(Sampler::MinP {
             t: 2.092664527893067,
             min_p: 0.02,
         });
-        let md = capability_table(1.3, &other, Some(&other[2]), 8, 4);
+        let md = capability_table(1.3, &other, Some(&other[3]), 8, 4);
         let head = md.lines().find(|l| l.starts_with("| method ")).unwrap();
         assert!(head.ends_with("| − min_p 0.02 at T = 2.093 |"), "{head}");
     }
