@@ -7,6 +7,7 @@
 use super::confirm::{per_prompt, Planned, PromptMeasures, Sample};
 use super::frontier::Family;
 use super::generate::SplitMix;
+use serde::Serialize;
 
 /// The guards of the rule: HLG's distinct-2 may be lower by at most this much…
 pub const DISTINCT2_GUARD: f64 = 0.01;
@@ -25,7 +26,7 @@ pub const RESAMPLES: usize = 20_000;
 pub const MIN_PROMPTS: usize = 10;
 
 /// A method's per-prompt measures at the target online entropy.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize)]
 pub struct Matched {
     /// `family knob`.
     pub name: String,
@@ -41,7 +42,7 @@ pub struct Matched {
 }
 
 /// One paired comparison: HLG's setting minus another family's, on one measure.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize)]
 pub struct Comparison {
     /// The HLG setting.
     pub hlg: String,
@@ -60,7 +61,7 @@ pub struct Comparison {
 }
 
 /// The rule's outcome for one comparison.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum Verdict {
     /// Higher judged log-prob, both guards held.
     Win,

@@ -941,6 +941,20 @@ impl ConfirmReport<'_> {
             }
         }
         std::fs::write(self.dir.join("verdict.md"), report::verdict_table(&levels))?;
+        // Each method's per-prompt measures at the target entropy, and the comparisons:
+        // what the table's intervals are computed from.
+        let json: Vec<_> = levels
+            .iter()
+            .map(|(level, target, matched, comps)| {
+                serde_json::json!({"level": level, "target_entropy": target,
+                    "measures": ["judged_logprob", "distinct_2", "non_word_rate"],
+                    "matched": matched, "comparisons": comps})
+            })
+            .collect();
+        std::fs::write(
+            self.dir.join("verdict.json"),
+            serde_json::to_string_pretty(&json)?,
+        )?;
         Ok(())
     }
 
