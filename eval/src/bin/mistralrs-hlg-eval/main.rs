@@ -851,6 +851,13 @@ fn read_screened(
     Ok(serde_json::from_str(&text)?)
 }
 
+/// A level's screening, its plan at every temperature and each planned method's samples.
+type Sampled = (
+    mistralrs_hlg_eval::frontier::Screening,
+    Vec<mistralrs_hlg_eval::confirm::Planned>,
+    Vec<Vec<mistralrs_hlg_eval::confirm::Sample>>,
+);
+
 /// What `eval confirm` reports on: OUT, the prompts and sizes of the run, its plan's
 /// `(per_family, hlg)`.
 struct ConfirmReport<'a> {
@@ -863,9 +870,11 @@ struct ConfirmReport<'a> {
 }
 
 impl ConfirmReport<'_> {
-    /// OUT/confirm.json, confirm.md and one confirm-<T>.svg per level, from the samples so
-    /// far: this run's levels (`screened`, with their plans and stores), and every other
-    /// level sampled under OUT/confirm, read as it is (another run may be adding to it).
+    /// OUT/confirm.json, confirm.md and one confirm-<T>.svg per level, and (with more than
+    /// one temperature scale) OUT/verdict.md and verdict.json, from the samples so far:
+    /// this run's levels (`screened`, with their plans and stores), and every other level
+    /// sampled under OUT/confirm, read as it is (another run may be adding to it), so a
+    /// level run alone keeps the others' tables.
     fn write(
         &self,
         screened: &[mistralrs_hlg_eval::frontier::Screening],
@@ -873,22 +882,14 @@ impl ConfirmReport<'_> {
         stores: &[Vec<mistralrs_hlg_eval::confirm::Store>],
     ) -> anyhow::Result<()> {
         use mistralrs_hlg_eval::confirm;
-        let (ps, samples) = (self.ps, self.samples);
-        let level = |l: &mistralrs_hlg_eval::frontier::Screening,
-                     plan: &[confirm::Planned],
-                     runs: Vec<Vec<confirm::Sample>>| confirm::ConfirmedLevel {
-            level: l.level,
-            target_entropy: l.target_entropy,
-            methods: confirm::measure(plan, &runs, ps, samples),
-        };
-        let mut levels: Vec<confirm::ConfirmedLevel> = screened
+        let mut all: Vec<Sampled> = screened
             .iter()
             .zip(plans.iter().zip(stores))
-            .map(|(l, (plan, st))| level(l, plan, st.iter().map(|s| s.samples.clone()).collect()))
+            .map(|(l, (plan, st))| {
+                let runs = st.iter().map(|s| s.samples.clone()).collect();
+                (l.clone(), plan.clone(), runs)
+            })
             .collect();
-        if self.t_scales.len() > 1 {
-            self.write_verdict(screened, plans, stores)?;
-        }
         for (l, dir) in self.other_levels(screened)? {
             let plan = confirm::plan(&l, self.plan.0, self.plan.1);
             let plan = confirm::with_temperatures(&plan, self.t_scales);
@@ -896,9 +897,21 @@ impl ConfirmReport<'_> {
                 .iter()
                 .map(|m| confirm::read_samples(&dir, m, self.max_tokens))
                 .collect();
-            levels.push(level(&l, &plan, runs));
+            all.push((l, plan, runs));
         }
-        levels.sort_by(|a, b| a.level.total_cmp(&b.level));
+        all.sort_by(|a, b| a.0.level.total_cmp(&b.0.level));
+        if self.t_scales.len() > 1 {
+            self.write_verdict(&all)?;
+        }
+        let (ps, samples) = (self.ps, self.samples);
+        let levels = all
+            .into_iter()
+            .map(|(l, plan, runs)| confirm::ConfirmedLevel {
+                level: l.level,
+                target_entropy: l.target_entropy,
+                methods: confirm::measure(&plan, &runs, ps, samples),
+            })
+            .collect();
         let doc = confirm::Doc {
             prompts: ps.len(),
             samples,
@@ -920,20 +933,14 @@ impl ConfirmReport<'_> {
         Ok(())
     }
 
-    /// OUT/verdict.md: this run's levels, each method at plain temperature's online
-    /// entropy, HLG against every other method (`verdict::compare`).
-    fn write_verdict(
-        &self,
-        screened: &[mistralrs_hlg_eval::frontier::Screening],
-        plans: &[Vec<mistralrs_hlg_eval::confirm::Planned>],
-        stores: &[Vec<mistralrs_hlg_eval::confirm::Store>],
-    ) -> anyhow::Result<()> {
+    /// OUT/verdict.md: every level, each method at plain temperature's online entropy, HLG
+    /// against every other method (`verdict::compare`).
+    fn write_verdict(&self, all: &[Sampled]) -> anyhow::Result<()> {
         use mistralrs_hlg_eval::verdict;
         let mut levels = vec![];
-        for (l, (plan, st)) in screened.iter().zip(plans.iter().zip(stores)) {
-            let runs: Vec<_> = st.iter().map(|s| s.samples.clone()).collect();
+        for (l, plan, runs) in all {
             if let Some((target, matched)) =
-                verdict::match_entropy(plan, &runs, self.ps, self.samples)
+                verdict::match_entropy(plan, runs, self.ps, self.samples)
             {
                 let seed = mistralrs_hlg_eval::generate::fnv1a(l.level.to_string().bytes());
                 let comps = verdict::compare(&matched, verdict::LEVELS, seed);
