@@ -1329,3 +1329,118 @@ fn gold(args: GoldArgs) -> anyhow::Result<()> {
     eprintln!("gold.md, gold.json → {}", out.out.display());
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{read_screened, ConfirmReport};
+    use mistralrs_hlg_eval::confirm::{self, Sample, Store};
+    use mistralrs_hlg_eval::generate::{Judged, Trace};
+
+    /// A level's samples, made up but depending on the method's temperature, the prompt
+    /// and the sample, so that the verdict has something to match and compare.
+    fn sample(p: usize, prompt: &str, k: usize, t: f64) -> Sample {
+        let h = 2.0 * t + 0.05 * (p % 5) as f64 + 0.02 * k as f64;
+        let words = [
+            "the", "market", "sells", "blue", "salt", "and", "zqxv", "old", "maps",
+        ];
+        let text = (0..16)
+            .map(|i| words[(i * (p + 2) + k + (10.0 * t) as usize) % words.len()])
+            .collect::<Vec<_>>()
+            .join(" ");
+        Sample {
+            prompt: p,
+            prompt_text: prompt.to_string(),
+            sample: k,
+            text,
+            trace: Trace {
+                entropy: vec![h; 8],
+                base_logprob: vec![-h; 7],
+            },
+            judged: Some(Judged {
+                logprobs: vec![-1.2 * h - 0.01 * p as f64; 8],
+            }),
+        }
+    }
+
+    /// Levels 0.8 and 1 of the embedded model's committed screening under `dir`, each
+    /// planned method with 2 made-up samples of each prompt.
+    fn sampled_levels(dir: &std::path::Path, ps: &[&str], scales: &[f64]) -> Vec<Level> {
+        let screens = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../docs/results/cross/smollm/frontier");
+        std::fs::create_dir_all(dir.join("frontier")).unwrap();
+        let mut levels = vec![];
+        for l in [0.8, 1.0] {
+            let name = format!("level-{l}.json");
+            std::fs::copy(screens.join(&name), dir.join("frontier").join(&name)).unwrap();
+            let screening = read_screened(dir, l).unwrap();
+            let plan = confirm::with_temperatures(&confirm::plan(&screening, 1, 1), scales);
+            let at = dir.join("confirm").join(format!("level-{l}"));
+            std::fs::create_dir_all(&at).unwrap();
+            let stores: Vec<Store> = plan
+                .iter()
+                .map(|m| {
+                    let mut st = Store::open(&at, m, 8).unwrap();
+                    for (p, prompt) in ps.iter().enumerate() {
+                        for k in 0..2 {
+                            st.push(sample(p, prompt, k, m.sampler.temperature()))
+                                .unwrap();
+                        }
+                    }
+                    st
+                })
+                .collect();
+            levels.push((screening, plan, stores));
+        }
+        levels
+    }
+
+    type Level = (
+        mistralrs_hlg_eval::frontier::Screening,
+        Vec<confirm::Planned>,
+        Vec<Store>,
+    );
+
+    /// A level run alone reports every level sampled under OUT: its verdict and confirm
+    /// tables are the same whichever of the levels the run was for.
+    #[test]
+    fn a_level_run_alone_keeps_the_other_levels_tables() {
+        let dir = std::env::temp_dir().join(format!("hlg-report-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let prompts: Vec<String> = (0..12).map(|i| format!("prompt {i}")).collect();
+        let ps: Vec<&str> = prompts.iter().map(String::as_str).collect();
+        let scales = [0.85, 1.0, 1.15];
+        let levels = sampled_levels(&dir, &ps, &scales);
+        let report = ConfirmReport {
+            dir: &dir,
+            ps: &ps,
+            samples: 2,
+            max_tokens: 8,
+            plan: (1, 1),
+            t_scales: &scales,
+        };
+        let files = ["verdict.md", "verdict.json", "confirm.md", "confirm.json"];
+        let read = || files.map(|f| std::fs::read_to_string(dir.join(f)).unwrap());
+        let mut seen = vec![];
+        for (screening, plan, stores) in &levels {
+            report
+                .write(
+                    std::slice::from_ref(screening),
+                    std::slice::from_ref(plan),
+                    std::slice::from_ref(stores),
+                )
+                .unwrap();
+            seen.push(read());
+        }
+        assert_eq!(seen[0], seen[1], "the tables depend on which level ran");
+        let verdict = &seen[0][0];
+        for header in ["### Level T = 0.8 ", "### Level T = 1 "] {
+            assert_eq!(verdict.matches(header).count(), 1, "{header} in\n{verdict}");
+        }
+        assert!(
+            verdict.contains("| Tie |")
+                || verdict.contains("| Win |")
+                || verdict.contains("| Lose |")
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
