@@ -470,6 +470,11 @@ pub struct PromptMeasures {
     /// Mean log-probability per token under the judging model, over the judged samples'
     /// tokens (NaN when none was judged).
     pub judged_logprob: f64,
+    /// The judged samples' summed log-probability over their text's UTF-8 bytes (NaN
+    /// when none was judged). Unlike the mean per token it does not depend on how the
+    /// judge's tokenizer splits the text: other-script garbage splits into many nearly
+    /// certain byte tokens, which raises the mean per token (docs/NOTES.md).
+    pub judged_logprob_per_byte: f64,
 }
 
 impl PromptMeasures {
@@ -499,18 +504,24 @@ impl PromptMeasures {
                 bad as f64 / all as f64
             }
         });
-        let judged: Vec<f64> = samples
+        let (mut judged_sum, mut judged_tokens, mut judged_bytes) = (0.0, 0, 0);
+        for (s, j) in samples
             .iter()
-            .filter_map(|s| s.judged.as_ref())
-            .flat_map(|j| j.logprobs.iter().copied())
-            .collect();
+            .filter_map(|s| s.judged.as_ref().map(|j| (s, j)))
+        {
+            // One running sum in token order, as the mean per token always summed.
+            judged_sum = j.logprobs.iter().fold(judged_sum, |a, x| a + x);
+            judged_tokens += j.logprobs.len();
+            judged_bytes += s.text.len();
+        }
+        let per = |n: usize| match n {
+            0 => f64::NAN,
+            n => judged_sum / n as f64,
+        };
         Some(PromptMeasures {
             non_word_rate,
-            judged_logprob: if judged.is_empty() {
-                f64::NAN
-            } else {
-                judged.iter().sum::<f64>() / judged.len() as f64
-            },
+            judged_logprob: per(judged_tokens),
+            judged_logprob_per_byte: per(judged_bytes),
             distinct: [1, 2, 3].map(|n| distinct_n(&ws, n)),
             self_bleu: self_bleu(&ws),
             tail_rate: tail as f64 / lp.len() as f64,
@@ -566,6 +577,9 @@ pub struct Confirmed {
     /// Mean log-probability per token under the other model (NaN: not judged).
     #[serde(default)]
     pub judged_logprob: Estimate,
+    /// The same per byte of text (`PromptMeasures::judged_logprob_per_byte`).
+    #[serde(default)]
+    pub judged_logprob_per_byte: Estimate,
     /// Against plain temperature at the level, on the same prompts (`None` for plain
     /// temperature itself, or before it ran).
     pub vs_temperature: Option<Paired>,
@@ -658,6 +672,7 @@ pub fn measure(
                 entropy: e(|x| x.entropy),
                 non_word_rate: e(|x| x.non_word_rate),
                 judged_logprob: e(|x| x.judged_logprob),
+                judged_logprob_per_byte: e(|x| x.judged_logprob_per_byte),
                 vs_temperature: reference.filter(|&r| r != i).map(|r| paired(p, &pp[r])),
                 on_frontier: [false; 2],
                 on_frontier_distinct1: [false; 2],
@@ -1022,6 +1037,27 @@ mod tests {
         };
         assert_eq!(anchored("min_p = 0.1", "end"), 4);
         assert_eq!(anchored("temperature", "start"), 4);
+    }
+
+    #[test]
+    fn judged_log_probs_are_pooled_per_token_and_per_byte() {
+        let judged = |k: usize, text: &str, lp: &[f64]| Sample {
+            judged: Some(crate::generate::Judged {
+                logprobs: lp.to_vec(),
+            }),
+            ..sample("p", k, text, &[-1.0])
+        };
+        // Two judge tokens over 2 bytes; four over 6 bytes (two 3-byte characters split
+        // into byte tokens, the last three nearly certain); a sample the judge has not
+        // read counts in neither.
+        let a = judged(0, "ab", &[-1.0, -1.0]);
+        let b = judged(1, "日本", &[-3.0, -0.5, -0.5, -0.5]);
+        let c = sample("p", 2, "unread", &[-1.0]);
+        let m = PromptMeasures::of(&[&a, &b, &c]).unwrap();
+        assert_eq!(m.judged_logprob, -6.5 / 6.0);
+        assert_eq!(m.judged_logprob_per_byte, -6.5 / 8.0);
+        let m = PromptMeasures::of(&[&c]).unwrap();
+        assert!(m.judged_logprob.is_nan() && m.judged_logprob_per_byte.is_nan());
     }
 
     #[test]

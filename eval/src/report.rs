@@ -409,15 +409,15 @@ fn est(e: &super::confirm::Estimate, d: usize) -> String {
 /// with standard errors over prompts, and its paired difference from plain temperature.
 pub fn confirm_table(doc: &super::confirm::Doc) -> String {
     let mut s = format!(
-        "{} prompts × {} samples × {} tokens per method (prompts with every sample done are measured). Every method at the temperature its offline screening matched to plain temperature's mean entropy at T = level. ± is one standard error over prompts; Δ is the method minus plain temperature, paired prompt by prompt. Judged log-prob: the mean log-probability per token of the samples under the other model (teacher-forced; NaN: not judged). Non-word rate: the share of the samples' words that the system word list (/usr/share/dict/words, Debian's wamerican) does not hold, a garbage measure no model decides (NaN without the list). Frontier: T = on the online frontier of distinct-2 against the tail-garbage rate, L = against the mean base log-prob; after the slash, the same with distinct-1 (at high entropy distinct-2 is near 1 for every method).\n",
+        "{} prompts × {} samples × {} tokens per method (prompts with every sample done are measured). Every method at the temperature its offline screening matched to plain temperature's mean entropy at T = level. ± is one standard error over prompts; Δ is the method minus plain temperature, paired prompt by prompt. Judged log-prob: the mean log-probability per token of the samples under the other model (teacher-forced; NaN: not judged); per byte: their summed log-probability over their text's UTF-8 bytes, which does not depend on how the judge splits the text into tokens. Non-word rate: the share of the samples' words that the system word list (/usr/share/dict/words, Debian's wamerican) does not hold, a garbage measure no model decides (NaN without the list). Frontier: T = on the online frontier of distinct-2 against the tail-garbage rate, L = against the mean base log-prob; after the slash, the same with distinct-1 (at high entropy distinct-2 is near 1 for every method).\n",
         doc.prompts, doc.samples, doc.max_tokens
     );
     for l in &doc.levels {
         s += &format!(
-            "\n### Level T = {} ({:.3} nats offline)\n\n| family | setting | T | prompts | entropy online | distinct-1 | distinct-2 | distinct-3 | self-BLEU | tail-garbage rate | mean base log-prob | judged log-prob | non-word rate | Δ distinct-1 | Δ distinct-2 | Δ tail-garbage | Δ base log-prob | offline tail mass / base log-prob | frontier (distinct-2 / distinct-1) |\n|{}\n",
+            "\n### Level T = {} ({:.3} nats offline)\n\n| family | setting | T | prompts | entropy online | distinct-1 | distinct-2 | distinct-3 | self-BLEU | tail-garbage rate | mean base log-prob | judged log-prob | judged log-prob per byte | non-word rate | Δ distinct-1 | Δ distinct-2 | Δ tail-garbage | Δ base log-prob | offline tail mass / base log-prob | frontier (distinct-2 / distinct-1) |\n|{}\n",
             l.level,
             l.target_entropy,
-            " --- |".repeat(19)
+            " --- |".repeat(20)
         );
         for c in &l.methods {
             let m = &c.method;
@@ -427,7 +427,7 @@ pub fn confirm_table(doc: &super::confirm::Doc) -> String {
                     m.family.name(),
                     m.knob,
                     m.sampler.temperature(),
-                    " |".repeat(14)
+                    " |".repeat(15)
                 );
                 continue;
             }
@@ -442,7 +442,7 @@ pub fn confirm_table(doc: &super::confirm::Doc) -> String {
             };
             let front = frontier_marks(c);
             s += &format!(
-                "| {} | {} | {:.3} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {d1} | {dd} | {dt} | {dl} | {:.2e} / {:.3} | {front} |\n",
+                "| {} | {} | {:.3} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {d1} | {dd} | {dt} | {dl} | {:.2e} / {:.3} | {front} |\n",
                 m.family.name(),
                 m.knob,
                 m.sampler.temperature(),
@@ -455,6 +455,7 @@ pub fn confirm_table(doc: &super::confirm::Doc) -> String {
                 est(&c.tail_rate, 4),
                 est(&c.base_logprob, 3),
                 est(&c.judged_logprob, 3),
+                est(&c.judged_logprob_per_byte, 3),
                 est(&c.non_word_rate, 4),
                 m.offline.tail_mass,
                 m.offline.base_logprob,
@@ -475,9 +476,11 @@ pub fn verdict_table(
         Vec<super::verdict::Comparison>,
     )],
 ) -> String {
-    use super::verdict::{ALPHA, DISTINCT2_GUARD, LEVELS, MIN_PROMPTS, NON_WORD_GUARD};
+    use super::verdict::{
+        ALPHA, DISTINCT2_GUARD, LEVELS, MEASURES_WITH_PER_BYTE, MIN_PROMPTS, NON_WORD_GUARD,
+    };
     let mut s = format!(
-        "HLG minus each other method at plain temperature's online entropy (each method interpolated between its runs at several temperatures), paired prompt by prompt. Intervals: percentile bootstrap over prompts at {ALPHA} family-wise (Bonferroni over the model's comparisons: HLG settings × other methods × {LEVELS} levels × 3 measures, whether or not every level has run); p: the judged log-prob's, adjusted the same way. Win: judged log-prob interval above 0, distinct-2 not lower by {DISTINCT2_GUARD}, non-word rate not higher by {NON_WORD_GUARD}; lose: the log-prob interval below 0 or a guard failed; else tie; TooFew: under {MIN_PROMPTS} paired prompts, no verdict.\n"
+        "HLG minus each other method at plain temperature's online entropy (each method interpolated between its runs at several temperatures), paired prompt by prompt. Intervals: percentile bootstrap over prompts at {ALPHA} family-wise (Bonferroni over the model's comparisons: HLG settings × other methods × {LEVELS} levels × 3 measures, whether or not every level has run); p: the judged log-prob's, adjusted the same way. Win: judged log-prob interval above 0, distinct-2 not lower by {DISTINCT2_GUARD}, non-word rate not higher by {NON_WORD_GUARD}; lose: the log-prob interval below 0 or a guard failed; else tie; TooFew: under {MIN_PROMPTS} paired prompts, no verdict. Per byte (a sensitivity measure added after the runs, when the per-token mean was found to reward text that the judge splits into many byte tokens: docs/NOTES.md): the judged log-prob summed over each sample's UTF-8 bytes, its interval and p corrected over {MEASURES_WITH_PER_BYTE} measures, and the same rule with it in place of the per-token log-prob.\n"
     );
     for (level, target, matched, comps) in levels {
         s += &format!("\n### Level T = {level} (online entropy {target:.3} nats)\n\n| method | entropy by T scale | bracketed |\n| --- | --- | --- |\n");
@@ -494,22 +497,24 @@ pub fn verdict_table(
                 if m.bracketed { "yes" } else { "no" }
             );
         }
-        s += "\n| HLG | against | prompts | Δ judged log-prob | Δ distinct-2 | Δ non-word rate | p (adjusted) | verdict |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n";
+        s += "\n| HLG | against | prompts | Δ judged log-prob | Δ distinct-2 | Δ non-word rate | p (adjusted) | verdict | Δ judged log-prob per byte | p per byte (adjusted) | verdict per byte |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
         for c in comps {
-            let d = |k: usize, dp: usize| {
-                let (m, lo, hi) = c.diffs[k];
+            let ci = |(m, lo, hi): (f64, f64, f64), dp: usize| {
                 format!("{m:.dp$} [{lo:.dp$}, {hi:.dp$}]")
             };
             s += &format!(
-                "| {} | {} | {} | {} | {} | {} | {:.4} | {:?} |\n",
+                "| {} | {} | {} | {} | {} | {} | {:.4} | {:?} | {} | {:.4} | {:?} |\n",
                 c.hlg,
                 c.other,
                 c.prompts,
-                d(0, 3),
-                d(1, 3),
-                d(2, 4),
+                ci(c.diffs[0], 3),
+                ci(c.diffs[1], 3),
+                ci(c.diffs[2], 4),
                 c.p_adjusted,
-                c.verdict
+                c.verdict,
+                ci(c.per_byte, 3),
+                c.p_adjusted_per_byte,
+                c.verdict_per_byte
             );
         }
     }

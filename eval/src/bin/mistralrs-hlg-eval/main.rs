@@ -954,7 +954,7 @@ impl ConfirmReport<'_> {
             .iter()
             .map(|(level, target, matched, comps)| {
                 serde_json::json!({"level": level, "target_entropy": target,
-                    "measures": ["judged_logprob", "distinct_2", "non_word_rate"],
+                    "measures": ["judged_logprob", "distinct_2", "non_word_rate", "judged_logprob_per_byte"],
                     "matched": matched, "comparisons": comps})
             })
             .collect();
