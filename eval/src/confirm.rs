@@ -475,6 +475,47 @@ pub struct PromptMeasures {
     /// judge's tokenizer splits the text: other-script garbage splits into many nearly
     /// certain byte tokens, which raises the mean per token (docs/NOTES.md).
     pub judged_logprob_per_byte: f64,
+    /// How the judge read the samples: its tokens per judged sample (NaN when none was
+    /// judged), the samples' mean UTF-8 bytes, and the share of their characters outside
+    /// ASCII (0 without characters). Text in other scripts shows in the last and inflates
+    /// the first.
+    pub judged_text: JudgedText,
+}
+
+/// How long the samples are to the judge and in bytes, and how much of them is outside
+/// ASCII ([`PromptMeasures::judged_text`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct JudgedText {
+    /// Judge tokens per judged sample.
+    pub tokens: f64,
+    /// UTF-8 bytes per sample.
+    pub bytes: f64,
+    /// Non-ASCII characters over all characters.
+    pub non_ascii: f64,
+}
+
+impl JudgedText {
+    fn of(samples: &[&Sample], judged_tokens: usize) -> JudgedText {
+        let judged = samples.iter().filter(|s| s.judged.is_some()).count();
+        let bytes: usize = samples.iter().map(|s| s.text.len()).sum();
+        let (wide, chars) = samples.iter().fold((0, 0), |(w, c), s| {
+            (
+                w + s.text.chars().filter(|ch| !ch.is_ascii()).count(),
+                c + s.text.chars().count(),
+            )
+        });
+        JudgedText {
+            tokens: match judged {
+                0 => f64::NAN,
+                n => judged_tokens as f64 / n as f64,
+            },
+            bytes: bytes as f64 / samples.len().max(1) as f64,
+            non_ascii: match chars {
+                0 => 0.0,
+                n => wide as f64 / n as f64,
+            },
+        }
+    }
 }
 
 impl PromptMeasures {
@@ -522,6 +563,7 @@ impl PromptMeasures {
             non_word_rate,
             judged_logprob: per(judged_tokens),
             judged_logprob_per_byte: per(judged_bytes),
+            judged_text: JudgedText::of(samples, judged_tokens),
             distinct: [1, 2, 3].map(|n| distinct_n(&ws, n)),
             self_bleu: self_bleu(&ws),
             tail_rate: tail as f64 / lp.len() as f64,
@@ -580,6 +622,10 @@ pub struct Confirmed {
     /// The same per byte of text (`PromptMeasures::judged_logprob_per_byte`).
     #[serde(default)]
     pub judged_logprob_per_byte: Estimate,
+    /// Judge tokens per judged sample, bytes per sample, share of non-ASCII characters
+    /// (`PromptMeasures::judged_text`).
+    #[serde(default)]
+    pub judged_text: [Estimate; 3],
     /// Against plain temperature at the level, on the same prompts (`None` for plain
     /// temperature itself, or before it ran).
     pub vs_temperature: Option<Paired>,
@@ -673,6 +719,11 @@ pub fn measure(
                 non_word_rate: e(|x| x.non_word_rate),
                 judged_logprob: e(|x| x.judged_logprob),
                 judged_logprob_per_byte: e(|x| x.judged_logprob_per_byte),
+                judged_text: [
+                    e(|x| x.judged_text.tokens),
+                    e(|x| x.judged_text.bytes),
+                    e(|x| x.judged_text.non_ascii),
+                ],
                 vs_temperature: reference.filter(|&r| r != i).map(|r| paired(p, &pp[r])),
                 on_frontier: [false; 2],
                 on_frontier_distinct1: [false; 2],
@@ -997,8 +1048,16 @@ mod tests {
             max_tokens: 32,
             levels: vec![level.clone()],
         });
-        let rows: Vec<&str> = table.lines().filter(|l| l.starts_with('|')).collect();
+        let (main, judged) = table.split_at(table.find("How the judge read").unwrap());
+        let rows: Vec<&str> = main.lines().filter(|l| l.starts_with('|')).collect();
         assert_eq!(rows.len(), 4, "{table}");
+        // Neither run was judged; temperature's samples are 5 bytes each, all ASCII.
+        let read: Vec<&str> = judged.lines().filter(|l| l.starts_with('|')).collect();
+        assert_eq!(read.len(), 4, "{table}");
+        assert!(
+            read[2].ends_with("| NaN ± 0.0 | 5.0 ± 0.0 | 0.00 % ± 0.00 % |"),
+            "{table}"
+        );
         for r in &rows {
             assert_eq!(r.matches('|').count(), rows[0].matches('|').count(), "{r}");
         }
@@ -1056,8 +1115,20 @@ mod tests {
         let m = PromptMeasures::of(&[&a, &b, &c]).unwrap();
         assert_eq!(m.judged_logprob, -6.5 / 6.0);
         assert_eq!(m.judged_logprob_per_byte, -6.5 / 8.0);
+        // Six judge tokens over two judged samples; 2 + 6 + 6 bytes over three; two of
+        // 2 + 2 + 6 characters outside ASCII.
+        assert_eq!(
+            m.judged_text,
+            JudgedText {
+                tokens: 3.0,
+                bytes: 14.0 / 3.0,
+                non_ascii: 0.2
+            }
+        );
         let m = PromptMeasures::of(&[&c]).unwrap();
         assert!(m.judged_logprob.is_nan() && m.judged_logprob_per_byte.is_nan());
+        assert!(m.judged_text.tokens.is_nan());
+        assert_eq!((m.judged_text.bytes, m.judged_text.non_ascii), (6.0, 0.0));
     }
 
     #[test]

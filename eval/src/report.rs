@@ -461,6 +461,29 @@ pub fn confirm_table(doc: &super::confirm::Doc) -> String {
                 m.offline.base_logprob,
             );
         }
+        s += &judged_text_table(&l.methods);
+    }
+    s
+}
+
+/// How the judge read one level's samples: its tokens per sample against the samples'
+/// bytes and their share of characters outside ASCII. The judged log-prob per token can
+/// only be compared between methods whose samples split alike.
+fn judged_text_table(methods: &[super::confirm::Confirmed]) -> String {
+    let mut s = String::from("\nHow the judge read the samples (judge tokens per judged sample; UTF-8 bytes per sample; share of the characters outside ASCII, which a byte-level tokenizer splits into several tokens each):\n\n| family | setting | T | entropy online | judge tokens per sample | bytes per sample | non-ASCII characters |\n| --- | --- | --- | --- | --- | --- | --- |\n");
+    for c in methods.iter().filter(|c| c.prompts > 0) {
+        let [tokens, bytes, wide] = &c.judged_text;
+        s += &format!(
+            "| {} | {} | {:.3} | {} | {} | {} | {:.2} % ± {:.2} % |\n",
+            c.method.family.name(),
+            c.method.knob,
+            c.method.sampler.temperature(),
+            est(&c.entropy, 3),
+            est(tokens, 1),
+            est(bytes, 1),
+            100.0 * wide.mean,
+            100.0 * wide.se,
+        );
     }
     s
 }
