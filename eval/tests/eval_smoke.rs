@@ -200,17 +200,31 @@ async fn seeded_and_resumed(model: &Model) {
     let read: mistralrs_hlg_eval::generate::Trace =
         serde_json::from_str(&serde_json::to_string(&trace).unwrap()).unwrap();
     assert_eq!(st.samples[2].trace, read);
-    let c = confirm::measure(&[method], &[st.samples.clone()], &ps, 3);
-    assert!((c[0].judged_logprob.mean - judged_mean(&st.samples)).abs() < 1e-12);
+    judged_measures(method, &st.samples, p);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A prompt's three judged samples measured: the judged log-prob per token and per byte
+/// and the judge tokens per sample, as computed here from the samples.
+fn judged_measures(method: confirm::Planned, samples: &[confirm::Sample], prompt: &str) {
+    let c = confirm::measure(&[method], &[samples.to_vec()], &[prompt], 3);
+    assert!((c[0].judged_logprob.mean - judged_mean(samples)).abs() < 1e-12);
+    // Per byte: the same sum over the texts' UTF-8 bytes.
+    let bytes: usize = samples.iter().map(|x| x.text.len()).sum();
+    let per_byte = judged_mean(samples) * judged_tokens(samples) as f64 / bytes as f64;
+    assert!((c[0].judged_logprob_per_byte.mean - per_byte).abs() < 1e-12);
+    assert_eq!(
+        c[0].judged_text[0].mean,
+        judged_tokens(samples) as f64 / 3.0
+    );
     assert_eq!((c[0].prompts, c[0].samples), (1, 3));
     assert_eq!(
         c[0].tokens,
-        st.samples
+        samples
             .iter()
             .map(|x| x.trace.base_logprob.len())
             .sum::<usize>()
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// The mean judged log-probability over every token of `samples`, each of which must
@@ -222,6 +236,14 @@ fn judged_mean(samples: &[confirm::Sample]) -> f64 {
         .collect();
     assert!(!judged.is_empty());
     judged.iter().sum::<f64>() / judged.len() as f64
+}
+
+/// The judge tokens of `samples`.
+fn judged_tokens(samples: &[confirm::Sample]) -> usize {
+    samples
+        .iter()
+        .map(|x| x.judged.as_ref().expect("judged").tokens())
+        .sum()
 }
 
 /// The engine as a judge: its own greedy reply, forced back through it, gets the
