@@ -413,6 +413,18 @@ mod tests {
         }
     }
 
+    /// `base` with 0.5 nats more judged log-prob per token and 0.2 per byte, each with
+    /// the same noise of ±0.2 over prompts.
+    fn shifted_with_noise(base: &[[f64; 4]]) -> Vec<[f64; 4]> {
+        base.iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let d = 0.1 * ((i * 7 % 5) as f64 - 2.0);
+                [v[0] + 0.5 + d, v[1], v[2], v[3] + 0.2 + d]
+            })
+            .collect()
+    }
+
     #[test]
     fn hlg_is_compared_with_every_other_method() {
         // HLG 0.5 nats better than temperature on every prompt (a little noise), equal
@@ -452,14 +464,7 @@ mod tests {
         assert!(c[0].p_adjusted < 0.01 && c[1].p_adjusted == 1.0);
         // Correcting over three levels' comparisons widens every interval (the same
         // resamples: the same seed) and raises every adjusted p.
-        let noisy: Vec<[f64; 4]> = base
-            .iter()
-            .enumerate()
-            .map(|(i, v)| {
-                let d = 0.1 * ((i * 7 % 5) as f64 - 2.0);
-                [v[0] + 0.5 + d, v[1], v[2], v[3] + 0.2 + d]
-            })
-            .collect();
+        let noisy = shifted_with_noise(&base);
         let pair = [
             matched("hlg n", Family::Hlg, &noisy),
             matched("temperature", Family::Temperature, &base),
@@ -479,14 +484,7 @@ mod tests {
     fn the_measure_per_byte_is_corrected_over_four_measures() {
         // One comparison × LEVELS levels × 4 measures, from its own stream of resamples.
         let base: Vec<[f64; 4]> = (0..24).map(|_| [-3.0, 0.9, 0.01, -1.0]).collect();
-        let noisy: Vec<[f64; 4]> = base
-            .iter()
-            .enumerate()
-            .map(|(i, v)| {
-                let d = 0.1 * ((i * 7 % 5) as f64 - 2.0);
-                [v[0] + 0.5 + d, v[1], v[2], v[3] + 0.2 + d]
-            })
-            .collect();
+        let noisy = shifted_with_noise(&base);
         let three = compare(
             &[
                 matched("hlg n", Family::Hlg, &noisy),
