@@ -266,19 +266,16 @@ pub fn compare(matched: &[Matched], levels: usize, seed: u64) -> Vec<Comparison>
             let v: Vec<f64> = paired.iter().map(|(a, b)| a[3] - b[3]).collect();
             let (mean, lo, hi, p) = bootstrap(&v, ALPHA / m_per_byte as f64, &mut rng_per_byte);
             let per_byte = (mean, lo, hi);
-            let too_few = paired.len() < MIN_PROMPTS;
+            let judge = |d: &[(f64, f64, f64); 3]| match paired.len() {
+                n if n < MIN_PROMPTS => Verdict::TooFew,
+                _ => rule(d),
+            };
             out.push(Comparison {
                 hlg: h.name.clone(),
                 other: o.name.clone(),
                 prompts: paired.len(),
-                verdict: match too_few {
-                    true => Verdict::TooFew,
-                    false => rule(&diffs),
-                },
-                verdict_per_byte: match too_few {
-                    true => Verdict::TooFew,
-                    false => rule(&[per_byte, diffs[1], diffs[2]]),
-                },
+                verdict: judge(&diffs),
+                verdict_per_byte: judge(&[per_byte, diffs[1], diffs[2]]),
                 diffs,
                 p_adjusted: (p_lp * m as f64).min(1.0),
                 per_byte,
