@@ -111,7 +111,8 @@ impl CliServer {
                     self.log_text()
                 );
             }
-            if let Ok(r) = client.get(format!("{}/v1/models", self.base)).send().await {
+            // `/health` stays open with an API key (`/v1/models` would be 401).
+            if let Ok(r) = client.get(format!("{}/health", self.base)).send().await {
                 if r.status() == 200 {
                     return;
                 }
@@ -514,6 +515,122 @@ async fn messages_take_hlg_in_the_patched_binary() {
         by_flag, with_hlg,
         "--hlg-sampling on does not reach /v1/messages"
     );
+}
+
+/// Upstream's web UI, as its `ui/mod.rs` serves it under `/ui`.
+const UI_PATHS: &[&str] = &[
+    "/ui",
+    "/ui/index.html",
+    "/ui/api/list_models",
+    "/ui/api/settings",
+    "/ui/api/list_chats",
+];
+
+/// The web UI is on by default on 0.9.2 and behind `--ui` on 0.8.1.
+const UI_FLAG: &[&str] = if cfg!(mistralrs_host = "0.9") {
+    &[]
+} else {
+    &["--ui"]
+};
+
+impl CliServer {
+    async fn get_status(&self, path: &str, key: Option<&str>) -> (u16, String) {
+        let mut r = reqwest::Client::new().get(format!("{}{path}", self.base));
+        if let Some(k) = key {
+            r = r.bearer_auth(k);
+        }
+        let r = r.send().await.unwrap();
+        (r.status().as_u16(), r.text().await.unwrap_or_default())
+    }
+}
+
+/// Upstream's CLI nests its web UI at `/ui` after the router is built; the patched CLI
+/// applies the key, the allowlist and the media policy around the finished app, so the
+/// UI is closed without the key, closed by the allowlist with it, and served with the key
+/// and `--allow-admin-routes`. `--mcp-port` (0.9.2) is refused while a key is set.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs the binaries of patches/apply.sh: run scripts/test-cli"]
+async fn the_web_ui_is_behind_the_key_and_the_allowlist() {
+    let bin = binary("MISTRALRS_HLG_PATCHED_CLI");
+    let keyed: Vec<&str> = [UI_FLAG, &["--api-key", "sk-ui"]].concat();
+    {
+        let s = CliServer::serve(&bin, &keyed).await;
+        for path in UI_PATHS.iter().chain(&["/v1/models"]) {
+            let (status, text) = s.get_status(path, None).await;
+            assert_eq!(status, 401, "{path} without the key: {text:.200}");
+            let (status, text) = s.get_status(path, Some("sk-wrong")).await;
+            assert_eq!(status, 401, "{path} with a wrong key: {text:.200}");
+        }
+        for path in UI_PATHS {
+            let (status, text) = s.get_status(path, Some("sk-ui")).await;
+            assert_eq!(status, 404, "{path} with the key: {text:.200}");
+            assert!(text.contains("--allow-admin-routes"), "{path}: {text:.200}");
+        }
+        assert_eq!(s.get_status("/v1/models", Some("sk-ui")).await.0, 200);
+        assert_eq!(s.get_status("/health", None).await.0, 200);
+    }
+    {
+        let opened: Vec<&str> = [&keyed[..], &["--allow-admin-routes"]].concat();
+        let s = CliServer::serve(&bin, &opened).await;
+        for path in UI_PATHS {
+            assert_eq!(
+                s.get_status(path, None).await.0,
+                401,
+                "{path} without the key"
+            );
+            let (status, text) = s.get_status(path, Some("sk-ui")).await;
+            assert_eq!(status, 200, "{path} with the key: {text:.200}");
+        }
+    }
+    {
+        // No key: the allowlist alone.
+        let s = CliServer::serve(&bin, UI_FLAG).await;
+        for path in UI_PATHS {
+            let (status, text) = s.get_status(path, None).await;
+            assert_eq!(status, 404, "{path}: {text:.200}");
+        }
+    }
+    if cfg!(mistralrs_host = "0.9") {
+        let port = free_port().to_string();
+        let (dir, file) = model();
+        let log = std::env::temp_dir().join(format!("mistralrs-hlg-cli-mcp-{port}.log"));
+        let out = std::fs::File::create(&log).unwrap();
+        let mut child = Command::new(&bin)
+            .args([
+                "--token-source",
+                "none",
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "-p",
+            ])
+            .arg(free_port().to_string())
+            .args(["--api-key", "sk-ui", "--mcp-port", &port])
+            .args(["text", "-m", &dir, "--format", "gguf", "-f", &file, "--cpu"])
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .unwrap();
+        let start = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break Some(status);
+            }
+            if start.elapsed() > Duration::from_secs(180) {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        };
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(
+            status.is_some_and(|s| !s.success()),
+            "--mcp-port with a key did not stop start-up: {text}"
+        );
+        assert!(text.contains("--mcp-port"), "{text}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

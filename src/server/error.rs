@@ -118,6 +118,15 @@ pub enum OptionError {
     /// A name that is not one of the curve flags.
     #[error("unknown option `{0}`")]
     Unknown(String),
+    /// A second listener (upstream's `--mcp-port`) while an API key is set: the key
+    /// would not cover it.
+    #[error("{flag} {port}: that port would serve without the API key (it is a listener of its own, outside the router the key guards); drop {flag} or --api-key")]
+    Unguarded {
+        /// The option that opens the listener, with its dashes.
+        flag: String,
+        /// Its port.
+        port: u16,
+    },
 }
 
 /// A config file that could not be used; the message names the file or the key.

@@ -112,13 +112,21 @@ impl RouterBuilder {
     /// The router, behind its exposure.
     pub async fn build(mut self) -> Result<Router, ServerError> {
         let exposure = std::mem::take(&mut self.exposure);
+        Ok(exposure.apply(self.build_unexposed().await?))
+    }
+
+    /// The router without the exposure (no key, no allowlist, no media policy), for a
+    /// caller that adds routes of its own after these, as upstream's CLI nests its web UI
+    /// at `/ui`: an axum layer covers only the routes that exist when it is added, so the
+    /// exposure must go around the finished app ([`security::Exposure::apply`], or
+    /// [`super::HlgServerOptions::secure`]). Never serve this router as it is.
+    pub async fn build_unexposed(mut self) -> Result<Router, ServerError> {
         let served_name = self.served_name.take();
         let router = routes(self).await?;
-        let router = match served_name {
+        Ok(match served_name {
             Some((internal, served)) => security::serve_under_name(router, internal, served),
             None => router,
-        };
-        Ok(exposure.apply(router))
+        })
     }
 }
 

@@ -24,8 +24,10 @@ use sha2::{Digest, Sha256};
 /// `--allow-admin-routes`: upstream's management routes (unload, reload, tune, status,
 /// re-quantization, system information, LoRA adapters, calibration, metrics), the routes
 /// that keep state on the server on 0.9 (files, containers, skills, sessions, agent
-/// approvals), and any route a later host adds, until it has been reviewed and listed
-/// here. `{id}` stands for one path segment, `{*rest}` for the rest of the path.
+/// approvals), upstream's web UI (`/ui` and everything under it, which the patched
+/// `mistralrs serve` nests: it keeps chats and settings on the server and shows the
+/// model's local path), and any route a later host adds, until it has been reviewed and
+/// listed here. `{id}` stands for one path segment, `{*rest}` for the rest of the path.
 ///
 /// ```
 /// use axum::{body::Body, http::Request, routing::get, Router};
@@ -254,7 +256,7 @@ impl Exposure {
             );
         }
         if !self.allow_admin_routes && !is_public_route(&path) {
-            return error(StatusCode::NOT_FOUND, "invalid_request_error", &format!("no route {path} (management routes are off; start the server with --allow-admin-routes)"), None, None);
+            return error(StatusCode::NOT_FOUND, "invalid_request_error", &format!("no route {path} (management, state-keeping and web-UI routes are off; start the server with --allow-admin-routes)"), None, None);
         }
         let hlg_route = HLG_ROUTES.contains(&path.as_str());
         // Every POST is read but one to an HLG route with all media allowed.
