@@ -29,6 +29,12 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
+# The CPU's SIMD, as the workspace builds with it (its .cargo/config.toml, which does not
+# reach a crate built outside the repository): candle's quantized kernels are scalar
+# without AVX2. x86-64-v3, not target-cpu=native: see "SIMD build" in docs/NOTES.md.
+simd=""
+[[ $(uname -m) == x86_64 ]] && simd="-C target-cpu=x86-64-v3"
+
 # A version released on GitHub only: built from the shared sources (see the header).
 from_sources() { # VERSION MODE
   local version=$1 mode=$2 series="$root/patches/mistralrs-cli-$1"
@@ -64,7 +70,7 @@ from_sources() { # VERSION MODE
   # upstream lock's versions differ from the workspace's, so little is shared; a build
   # of the CLI then need not wait for scripts/test-upstream's lock on the directory).
   local target=${MISTRALRS_HLG_CLI_TARGET_DIR:-$host/target}
-  (cd "$ws" && RUSTFLAGS='--cfg mistralrs_host="0.9"' CARGO_TARGET_DIR="$target" \
+  (cd "$ws" && RUSTFLAGS="--cfg mistralrs_host=\"0.9\" $simd" CARGO_TARGET_DIR="$target" \
     cargo build --release "${locked[@]}" -p mistralrs-cli --bin mistralrs >&2)
   [[ $mode == patched ]] && cp "$ws/Cargo.lock" "$host/cli.Cargo.lock"
   local bin="$target/release/mistralrs"
@@ -150,7 +156,7 @@ export CARGO_TARGET_DIR=${MISTRALRS_HLG_CLI_TARGET_DIR:-$HOME/.cache/mistralrs-h
 # crate (and only what it needs) to that lock.
 locked=()
 [[ $mode == upstream ]] && locked=(--locked)
-(cd "$dir" && cargo build --release "${locked[@]}" --bin mistralrs >&2)
+(cd "$dir" && RUSTFLAGS="${RUSTFLAGS:-$simd}" cargo build --release "${locked[@]}" --bin mistralrs >&2)
 bin="$CARGO_TARGET_DIR/release/mistralrs"
 # Both builds write target/release/mistralrs: keep each under its own name (copied, then
 # renamed over the old one, which may be running).
