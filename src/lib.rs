@@ -28,7 +28,7 @@
 //! | `mlx-metal` | `mlx` with MLX on Metal and Accelerate (Apple silicon) |
 //! | `mistralrs` | `processor`: the mistral.rs logits processor and request arming |
 //! | `server` (default) | `server`: the OpenAI-compatible server on mistralrs-server-core |
-//! | `model` | `model`: the embedded default model, fetched with pip |
+//! | `model` | `model`: the embedded default model, fetched with pip; `weights`: a GGUF's weights converted to the format served (`--weights`) |
 //! | `cuda`, `cudnn`, `flash-attn` | the engine on CUDA (mistral.rs's features of the same names; need nvcc) |
 //! | `metal`, `accelerate` | the engine on Metal, Accelerate for its CPU work (macOS) |
 //! | `mkl` | Intel MKL for the engine's CPU work |
@@ -61,6 +61,9 @@ pub mod processor;
 #[cfg(feature = "server")]
 #[cfg_attr(docsrs, doc(cfg(feature = "server")))]
 pub mod server;
+#[cfg(feature = "model")]
+#[cfg_attr(docsrs, doc(cfg(feature = "model")))]
+pub mod weights;
 
 pub use config::HlgConfig;
 pub use curve::HlgCurve;

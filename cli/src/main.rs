@@ -30,12 +30,14 @@ enum Cmd {
 fn main() -> anyhow::Result<()> {
     mistralrs_hlg::server::initialize_logging();
     match Cli::parse().cmd {
-        Cmd::Serve(args) => tokio::runtime::Runtime::new()?.block_on(serve::run(*args)),
+        Cmd::Serve(args) => {
+            // Decided before the runtime starts its threads (see `serve::prepare`).
+            let prepared = serve::prepare(*args)?;
+            tokio::runtime::Runtime::new()?.block_on(serve::run(prepared))
+        }
         Cmd::FetchModel => {
-            println!(
-                "{}",
-                mistralrs_hlg::model::ensure_default_model()?.display()
-            );
+            let gguf = mistralrs_hlg::model::ensure_default_model()?;
+            println!("{}", gguf.display());
             Ok(())
         }
         Cmd::Curve(args) => curve::run(args),
