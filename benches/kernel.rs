@@ -88,6 +88,21 @@ fn curves(all: bool) -> Vec<(String, HlgCurve)> {
             }
         }
     }
+    // Auto mode (width and offset from each vector's σ): against `hlg_top_<shape>` and
+    // `hlg_entropy_<shape>`, whose weighted sums it shares.
+    for (pivot, shape) in [
+        (Pivot::Top, ToeShape::Quadratic),
+        (Pivot::Top, ToeShape::Log),
+        (Pivot::Entropy, ToeShape::Quadratic),
+    ] {
+        let curve = HlgCurve::default()
+            .with_pivot(pivot)
+            .with_toe_shape(shape)
+            .with_auto_width(1.0)
+            .and_then(|c| c.with_auto_pivot_offset(2.0))
+            .expect("accepted scales");
+        out.push((format!("hlg_{pivot}_auto_{shape}"), curve));
+    }
     out
 }
 

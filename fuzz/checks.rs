@@ -38,7 +38,7 @@ pub fn hlg_toml(data: &[u8]) {
             return named(&e);
         }
     }
-    accepted_or_named(Ok(cfg));
+    accepted_or_named(cfg.check_scales().map(|()| cfg));
 }
 
 /// The engine flags: `field=value` lines, values as a command line gives them.
@@ -104,6 +104,20 @@ pub fn kernel(data: &[u8]) {
         knob(flags & 4 != 0, f(14)),
         shape,
     ) else {
+        return;
+    };
+    // Auto mode: flag bit 3 makes the width (when on) `f(6)`·σ, the top bit of byte 1
+    // the offset `f(2)`·σ; a scale out of range is skipped like any other value.
+    let curve = if flags & 9 == 9 {
+        curve.with_auto_width(f(6).abs())
+    } else {
+        Ok(curve)
+    };
+    let curve = match curve {
+        Ok(c) if data[1] & 0x80 != 0 => c.with_auto_pivot_offset(offset),
+        other => other,
+    };
+    let Ok(curve) = curve else {
         return;
     };
     let x: Vec<f32> = data[18..]

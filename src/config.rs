@@ -10,9 +10,12 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 
 use crate::curve::HlgCurve;
 use crate::error::HlgError;
-use crate::params::{render_number, Field, Pivot, ToeShape, DEFAULT_PIVOT_OFFSET};
+use crate::params::{
+    render_number, Field, Kind, Pivot, Span, ToeShape, DEFAULT_PIVOT_OFFSET_SCALE,
+    DEFAULT_WIDTH_SCALE,
+};
 
-/// A rolloff parameter in nats, or off.
+/// A length in nats, `"off"` (width, shoulder, toe) or `"auto"` (width, pivot offset).
 ///
 /// ```
 /// use mistralrs_hlg::{config::{Knob, Value}, params::Field, HlgConfig};
@@ -25,21 +28,40 @@ use crate::params::{render_number, Field, Pivot, ToeShape, DEFAULT_PIVOT_OFFSET}
 pub enum Knob {
     /// `"off"`: no mid band (width) or a linear continuation (shoulder, toe).
     Off,
+    /// `"auto"`: a multiple of each distribution's spread σ (the field's `*_scale`).
+    Auto,
     /// A value in nats, already validated for its field.
     Nats(f32),
 }
 
 impl Knob {
-    /// `None` for off.
+    /// The value in nats; `None` for off and auto.
     ///
     /// ```
     /// use mistralrs_hlg::config::Knob;
-    /// assert_eq!((Knob::Nats(1.5).nats(), Knob::Off.nats()), (Some(1.5), None));
+    /// assert_eq!((Knob::Nats(1.5).nats(), Knob::Off.nats(), Knob::Auto.nats()), (Some(1.5), None, None));
     /// ```
     pub fn nats(self) -> Option<f32> {
         match self {
-            Knob::Off => None,
+            Knob::Off | Knob::Auto => None,
             Knob::Nats(v) => Some(v),
+        }
+    }
+
+    /// As a [`Span`]: `None` for off, `scale`·σ for auto.
+    fn span(self, scale: f32) -> Option<Span> {
+        match self {
+            Knob::Off => None,
+            Knob::Auto => Some(Span::Auto(scale)),
+            Knob::Nats(v) => Some(Span::Nats(v)),
+        }
+    }
+
+    fn of(span: Option<Span>) -> Knob {
+        match span {
+            None => Knob::Off,
+            Some(Span::Auto(_)) => Knob::Auto,
+            Some(Span::Nats(v)) => Knob::Nats(v),
         }
     }
 }
@@ -123,11 +145,13 @@ impl RawValue {
 pub struct HlgConfig {
     enabled: Option<bool>,
     pivot: Option<Pivot>,
-    pivot_offset: Option<f32>,
+    pivot_offset: Option<Knob>,
     width: Option<Knob>,
     shoulder: Option<Knob>,
     toe: Option<Knob>,
     toe_shape: Option<ToeShape>,
+    width_scale: Option<f32>,
+    pivot_offset_scale: Option<f32>,
 }
 
 impl HlgConfig {
@@ -164,11 +188,13 @@ impl HlgConfig {
         match field {
             Field::Enabled => self.enabled = Some(parse_switch(field, &value)?),
             Field::Pivot => self.pivot = Some(parse_name(field, &value)?),
-            Field::PivotOffset => self.pivot_offset = Some(parse_number(field, &value)?),
+            Field::PivotOffset => self.pivot_offset = Some(parse_knob(field, &value)?),
             Field::Width => self.width = Some(parse_knob(field, &value)?),
             Field::Shoulder => self.shoulder = Some(parse_knob(field, &value)?),
             Field::Toe => self.toe = Some(parse_knob(field, &value)?),
             Field::ToeShape => self.toe_shape = Some(parse_name(field, &value)?),
+            Field::WidthScale => self.width_scale = Some(parse_number(field, &value)?),
+            Field::PivotOffsetScale => self.pivot_offset_scale = Some(parse_number(field, &value)?),
         }
         Ok(())
     }
@@ -187,11 +213,13 @@ impl HlgConfig {
         match field {
             Field::Enabled => self.enabled.map(Value::Switch),
             Field::Pivot => self.pivot.map(Value::Pivot),
-            Field::PivotOffset => self.pivot_offset.map(Value::Number),
+            Field::PivotOffset => self.pivot_offset.map(Value::Knob),
             Field::Width => self.width.map(Value::Knob),
             Field::Shoulder => self.shoulder.map(Value::Knob),
             Field::Toe => self.toe.map(Value::Knob),
             Field::ToeShape => self.toe_shape.map(Value::ToeShape),
+            Field::WidthScale => self.width_scale.map(Value::Number),
+            Field::PivotOffsetScale => self.pivot_offset_scale.map(Value::Number),
         }
     }
 
@@ -210,6 +238,7 @@ impl HlgConfig {
         for (field, text) in pairs {
             cfg.set(field, RawValue::from_flag(text))?;
         }
+        cfg.check_scales()?;
         Ok(cfg)
     }
 
@@ -241,10 +270,45 @@ impl HlgConfig {
                 for (field, value) in pairs {
                     cfg.set(&field, value)?;
                 }
+                cfg.check_scales()?;
                 Ok(cfg)
             }
             RawHlg::Other(got) => Err(HlgError::NotAnObject { got }),
         }
+    }
+
+    /// A `*_scale` sent beside a fixed or off value of its field in the same object is
+    /// an error naming the scale: it would have no effect. (A scale from a lower layer,
+    /// the server's defaults, under a request's fixed value is simply not used.)
+    ///
+    /// ```
+    /// use mistralrs_hlg::HlgConfig;
+    /// let e = serde_json::from_str::<HlgConfig>(r#"{"width": 2, "width_scale": 1.5}"#).unwrap_err();
+    /// assert!(e.to_string().starts_with("`hlg.width_scale` applies only with"), "{e}");
+    /// assert!(serde_json::from_str::<HlgConfig>(r#"{"width": "auto", "width_scale": 1.5}"#).is_ok());
+    /// assert!(serde_json::from_str::<HlgConfig>(r#"{"width_scale": 1.5}"#).is_ok());
+    /// ```
+    pub fn check_scales(&self) -> Result<(), HlgError> {
+        let pairs = [
+            (
+                self.width,
+                self.width_scale,
+                Field::WidthScale,
+                Field::Width,
+            ),
+            (
+                self.pivot_offset,
+                self.pivot_offset_scale,
+                Field::PivotOffsetScale,
+                Field::PivotOffset,
+            ),
+        ];
+        for (value, scale, field, of) in pairs {
+            if scale.is_some() && matches!(value, Some(Knob::Nats(_) | Knob::Off)) {
+                return Err(HlgError::Unused { field, of });
+            }
+        }
+        Ok(())
     }
 
     /// `enabled` as set, `None` when missing.
@@ -290,6 +354,8 @@ impl HlgConfig {
             shoulder: self.shoulder.or(base.shoulder),
             toe: self.toe.or(base.toe),
             toe_shape: self.toe_shape.or(base.toe_shape),
+            width_scale: self.width_scale.or(base.width_scale),
+            pivot_offset_scale: self.pivot_offset_scale.or(base.pivot_offset_scale),
         }
     }
 
@@ -309,14 +375,21 @@ impl HlgConfig {
     pub fn resolved(&self, enabled_default: bool) -> HlgConfig {
         let c = self.curve();
         let knob = |v: Option<f32>| Some(v.map_or(Knob::Off, Knob::Nats));
+        let scale = |span: Option<Span>| match span {
+            Some(Span::Auto(k)) => Some(k),
+            _ => None,
+        };
         HlgConfig {
             enabled: Some(self.enabled.unwrap_or(enabled_default)),
-            pivot: Some(self.pivot.unwrap_or_default()),
-            pivot_offset: Some(self.pivot_offset.unwrap_or(DEFAULT_PIVOT_OFFSET)),
-            width: knob(c.width()),
+            pivot: Some(c.pivot()),
+            pivot_offset: Some(Knob::of(Some(c.pivot_offset()))),
+            width: Some(Knob::of(c.width())),
             shoulder: knob(c.shoulder()),
             toe: knob(c.toe()),
             toe_shape: Some(c.toe_shape()),
+            // Shown when in use: a scale only means something beside its "auto".
+            width_scale: scale(c.width()),
+            pivot_offset_scale: scale(Some(c.pivot_offset())),
         }
     }
 
@@ -333,15 +406,22 @@ impl HlgConfig {
     pub fn curve(&self) -> HlgCurve {
         let d = HlgCurve::default();
         let knob = |k: Option<Knob>, default: Option<f32>| k.map_or(default, Knob::nats);
+        let width_scale = self.width_scale.unwrap_or(DEFAULT_WIDTH_SCALE);
+        let offset_scale = self
+            .pivot_offset_scale
+            .unwrap_or(DEFAULT_PIVOT_OFFSET_SCALE);
+        let width = self.width.map_or(d.width(), |k| k.span(width_scale));
+        let offset = self
+            .pivot_offset
+            .and_then(|k| k.span(offset_scale))
+            .unwrap_or(d.pivot_offset());
         // Every field was checked against the curve's ranges when it was set.
-        HlgCurve::from_checked(
+        HlgCurve::from_checked(HlgCurve::from_parts(
             self.pivot.unwrap_or(d.pivot()),
-            self.pivot_offset.unwrap_or(d.pivot_offset()),
-            knob(self.width, d.width()),
-            knob(self.shoulder, d.shoulder()),
-            knob(self.toe, d.toe()),
+            (offset, width),
+            (knob(self.shoulder, d.shoulder()), knob(self.toe, d.toe())),
             self.toe_shape.unwrap_or(d.toe_shape()),
-        )
+        ))
     }
 }
 
@@ -375,9 +455,17 @@ fn parse_number(field: Field, v: &RawValue) -> Result<f32, HlgError> {
     }
 }
 
+/// A number, or the words the field's kind takes (`"off"`, `"auto"`).
 fn parse_knob(field: Field, v: &RawValue) -> Result<Knob, HlgError> {
+    let (off, auto) = match field.kind() {
+        Kind::Knob(_) => (true, false),
+        Kind::Auto(_) => (false, true),
+        Kind::AutoKnob(_) => (true, true),
+        Kind::Switch | Kind::Name(..) | Kind::Number(_) => (false, false),
+    };
     match v {
-        RawValue::Str(s) if s == "off" => Ok(Knob::Off),
+        RawValue::Str(s) if off && s == "off" => Ok(Knob::Off),
+        RawValue::Str(s) if auto && s == "auto" => Ok(Knob::Auto),
         _ => parse_number(field, v).map(Knob::Nats),
     }
 }
@@ -398,9 +486,9 @@ pub enum Value {
     Switch(bool),
     /// `pivot`.
     Pivot(Pivot),
-    /// `pivot_offset`, in nats.
+    /// `width_scale`, `pivot_offset_scale`.
     Number(f32),
-    /// `width`, `shoulder`, `toe`.
+    /// `pivot_offset`, `width`, `shoulder`, `toe`.
     Knob(Knob),
     /// `toe_shape`.
     ToeShape(ToeShape),
@@ -413,6 +501,7 @@ impl Serialize for Value {
             Value::Pivot(p) => s.serialize_str(p.name()),
             Value::Number(v) | Value::Knob(Knob::Nats(v)) => s.serialize_f32(v),
             Value::Knob(Knob::Off) => s.serialize_str("off"),
+            Value::Knob(Knob::Auto) => s.serialize_str("auto"),
             Value::ToeShape(t) => s.serialize_str(t.name()),
         }
     }

@@ -33,6 +33,15 @@ pub enum HlgError {
         /// The unknown field's name.
         field: String,
     },
+    /// A field that has no effect beside the value of another in the same object
+    /// (`width_scale` with a fixed `width`).
+    #[error("`{}` applies only with `\"{}\": \"auto\"`; remove it or set `{}` to \"auto\"", field.param(), of.name(), of.param())]
+    Unused {
+        /// The field without effect.
+        field: Field,
+        /// The field whose value makes it so.
+        of: Field,
+    },
     /// `hlg` itself was neither an object nor a boolean.
     #[error("`hlg` must be an object or a boolean, got {got}")]
     NotAnObject {
@@ -54,7 +63,7 @@ impl HlgError {
     /// ```
     pub fn param(&self) -> &'static str {
         match self {
-            HlgError::InvalidValue { field, .. } => field.param(),
+            HlgError::InvalidValue { field, .. } | HlgError::Unused { field, .. } => field.param(),
             HlgError::UnknownField { .. } | HlgError::NotAnObject { .. } => "hlg",
         }
     }
@@ -62,7 +71,7 @@ impl HlgError {
     /// The field's number as an `f32`, or the error naming the field and its range.
     pub(crate) fn check(field: Field, v: f64) -> Result<f32, HlgError> {
         let accepted = match field.kind() {
-            Kind::Number(r) | Kind::Knob(r) => r.accepts(v),
+            Kind::Number(r) | Kind::Knob(r) | Kind::Auto(r) | Kind::AutoKnob(r) => r.accepts(v),
             Kind::Switch | Kind::Name(..) => None,
         };
         accepted.ok_or_else(|| HlgError::InvalidValue {

@@ -1,4 +1,4 @@
-//! The curve's parameters, declared once: the pivot modes, the toe shapes, the seven
+//! The curve's parameters, declared once: the pivot modes, the toe shapes, the nine
 //! fields of the `hlg` object with their flags and accepted values, and the bounds.
 //!
 //! This is the bottom layer of the crate: it depends on nothing else in it. The error
@@ -59,8 +59,8 @@ pub const DEFAULT_PIVOT: Pivot = Pivot::Top;
 /// The built-in half-width of the linear mid band, in nats (`None` would be "off").
 ///
 /// ```
-/// use mistralrs_hlg::{params::DEFAULT_WIDTH, HlgCurve};
-/// assert_eq!(HlgCurve::default().width(), DEFAULT_WIDTH);
+/// use mistralrs_hlg::{params::{Span, DEFAULT_WIDTH}, HlgCurve};
+/// assert_eq!(HlgCurve::default().width(), DEFAULT_WIDTH.map(Span::Nats));
 /// ```
 pub const DEFAULT_WIDTH: Option<f32> = Some(3.0);
 
@@ -227,7 +227,7 @@ spelled_enum! {
 ///
 /// ```
 /// use mistralrs_hlg::params::{Field, Kind, Range};
-/// assert_eq!(Field::Width.kind(), Kind::Knob(Range::NATS));
+/// assert_eq!(Field::Width.kind(), Kind::AutoKnob(Range::NATS));
 /// assert_eq!((Range::NATS.min(), Range::NATS.max()), (0.0, 1000.0));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -300,7 +300,7 @@ impl Range {
 /// ```
 /// use mistralrs_hlg::params::{Field, Kind, Range};
 /// assert_eq!(Field::Enabled.kind(), Kind::Switch);
-/// assert_eq!(Field::PivotOffset.kind(), Kind::Number(Range::NATS));
+/// assert_eq!(Field::PivotOffset.kind(), Kind::Auto(Range::NATS));
 /// assert!(matches!(Field::Pivot.kind(), Kind::Name(_, "top|entropy|median")));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -314,7 +314,86 @@ pub enum Kind {
     Number(Range),
     /// A number in the range, or `"off"`.
     Knob(Range),
+    /// A number in the range, or `"auto"` (a multiple of each distribution's spread).
+    Auto(Range),
+    /// A number in the range, `"auto"` or `"off"`.
+    AutoKnob(Range),
 }
+
+/// A length of the curve: fixed in nats, or a multiple of each distribution's spread σ,
+/// the standard deviation of the log-probabilities under the distribution itself
+/// (σ² = Σ pᵢ (ℓᵢ + H)², H the entropy; computed per vector, over its finite entries).
+///
+/// ```
+/// use mistralrs_hlg::params::{Span, MAX_NATS};
+/// assert_eq!(Span::Nats(3.0).at(2.0), 3.0);
+/// assert_eq!(Span::Auto(1.5).at(2.0), 3.0);
+/// assert_eq!(Span::Auto(1.5).at(0.0), 0.0);           // one finite token, or all equal
+/// assert_eq!(Span::Auto(2.0).at(1e30), MAX_NATS);      // bounded like a fixed value
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Span {
+    /// This many nats, whatever the distribution.
+    Nats(f32),
+    /// `scale · σ` nats, bounded by [`MAX_NATS`].
+    Auto(f32),
+}
+
+impl Span {
+    /// The length in nats for a distribution of spread `sigma` (`≥ 0`).
+    pub fn at(self, sigma: f32) -> f32 {
+        match self {
+            Span::Nats(v) => v,
+            // `min` also maps a NaN product (none arises: σ ≥ 0, finite) to the bound.
+            Span::Auto(scale) => (scale * sigma).min(MAX_NATS),
+        }
+    }
+
+    /// Whether it depends on the distribution.
+    ///
+    /// ```
+    /// use mistralrs_hlg::params::Span;
+    /// assert!(Span::Auto(1.0).is_auto() && !Span::Nats(1.0).is_auto());
+    /// ```
+    pub fn is_auto(self) -> bool {
+        matches!(self, Span::Auto(_))
+    }
+}
+
+/// `3` for 3 nats, `1.5σ` for an auto span.
+///
+/// ```
+/// use mistralrs_hlg::params::Span;
+/// assert_eq!((Span::Nats(3.0).to_string(), Span::Auto(1.5).to_string()), ("3".into(), "1.5σ".into()));
+/// ```
+impl fmt::Display for Span {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Span::Nats(v) => write!(f, "{v}"),
+            Span::Auto(k) => write!(f, "{k}σ"),
+        }
+    }
+}
+
+/// The built-in multiple of σ for `"width": "auto"` (`width_scale`).
+///
+/// ```
+/// use mistralrs_hlg::{params::{Span, DEFAULT_WIDTH_SCALE}, HlgConfig};
+/// let cfg: HlgConfig = serde_json::from_str(r#"{"width": "auto"}"#)?;
+/// assert_eq!(cfg.curve().width(), Some(Span::Auto(DEFAULT_WIDTH_SCALE)));
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+pub const DEFAULT_WIDTH_SCALE: f32 = 1.0;
+
+/// The built-in multiple of σ for `"pivot_offset": "auto"` (`pivot_offset_scale`).
+///
+/// ```
+/// use mistralrs_hlg::{params::{Span, DEFAULT_PIVOT_OFFSET_SCALE}, HlgConfig};
+/// let cfg: HlgConfig = serde_json::from_str(r#"{"pivot_offset": "auto"}"#)?;
+/// assert_eq!(cfg.curve().pivot_offset(), Span::Auto(DEFAULT_PIVOT_OFFSET_SCALE));
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+pub const DEFAULT_PIVOT_OFFSET_SCALE: f32 = 2.0;
 
 macro_rules! fields {
     ($( $variant:ident = $name:literal, $flag:literal, $kind:expr, $what:literal; )+) => {
@@ -335,7 +414,7 @@ macro_rules! fields {
             ///
             /// ```
             /// use mistralrs_hlg::params::Field;
-            /// assert_eq!(Field::ALL.len(), 7);
+            /// assert_eq!(Field::ALL.len(), 9);
             /// assert_eq!(Field::ALL[0], Field::Enabled);
             /// ```
             pub const ALL: [Field; [$($name),+].len()] = [$(Field::$variant),+];
@@ -409,14 +488,18 @@ fields! {
         "HLG on or off (as a flag: for every sampled request that does not say otherwise)";
     Pivot = "pivot", "hlg-pivot", Kind::Name(Pivot::NAMES, Pivot::VALUE_NAME),
         "Where the curve is centred";
-    PivotOffset = "pivot_offset", "hlg-pivot-offset", Kind::Number(Range::NATS),
-        "Nats below the top token (pivot `top`)";
-    Width = "width", "hlg-width", Kind::Knob(Range::NATS),
-        "Half-width of the linear mid band, in nats";
+    PivotOffset = "pivot_offset", "hlg-pivot-offset", Kind::Auto(Range::NATS),
+        "Nats below the top token (pivot `top`); `auto`: `pivot_offset_scale`·σ";
+    Width = "width", "hlg-width", Kind::AutoKnob(Range::NATS),
+        "Half-width of the linear mid band, in nats; `auto`: `width_scale`·σ";
     Shoulder = "shoulder", "hlg-shoulder", Kind::Knob(Range::BETA), "Shoulder rolloff, in nats";
     Toe = "toe", "hlg-toe", Kind::Knob(Range::BETA), "Toe rolloff, in nats";
     ToeShape = "toe_shape", "hlg-toe-shape", Kind::Name(ToeShape::NAMES, ToeShape::VALUE_NAME),
         "The toe's shape";
+    WidthScale = "width_scale", "hlg-width-scale", Kind::Number(Range::NATS),
+        "With width `auto`: the width as a multiple of σ, the spread of the log-probabilities";
+    PivotOffsetScale = "pivot_offset_scale", "hlg-pivot-offset-scale", Kind::Number(Range::NATS),
+        "With pivot_offset `auto`: the offset as a multiple of σ, the spread of the log-probabilities";
 }
 
 impl Field {
@@ -449,7 +532,7 @@ impl Field {
     ///
     /// ```
     /// use mistralrs_hlg::params::Field;
-    /// assert_eq!(Field::Width.expected(), r#"a number in [0, 1000] or "off""#);
+    /// assert_eq!(Field::Width.expected(), r#"a number in [0, 1000], "auto" or "off""#);
     /// assert_eq!(Field::Enabled.expected(), r#"a boolean (or "on"/"off")"#);
     /// ```
     pub fn expected(self) -> String {
@@ -458,6 +541,8 @@ impl Field {
             Kind::Name(names, _) => one_of(names),
             Kind::Number(r) => format!("a number in {}", r.interval()),
             Kind::Knob(r) => format!("a number in {} or \"off\"", r.interval()),
+            Kind::Auto(r) => format!("a number in {} or \"auto\"", r.interval()),
+            Kind::AutoKnob(r) => format!("a number in {}, \"auto\" or \"off\"", r.interval()),
         }
     }
 
@@ -475,7 +560,7 @@ impl Field {
     ///
     /// ```
     /// use mistralrs_hlg::params::Field;
-    /// assert_eq!((Field::Width.value_name(), Field::Pivot.value_name()), ("NATS|off", "top|entropy|median"));
+    /// assert_eq!((Field::Width.value_name(), Field::Pivot.value_name()), ("NATS|auto|off", "top|entropy|median"));
     /// ```
     pub const fn value_name(self) -> &'static str {
         match self.kind() {
@@ -483,6 +568,8 @@ impl Field {
             Kind::Name(_, joined) => joined,
             Kind::Number(_) => "NATS",
             Kind::Knob(_) => "NATS|off",
+            Kind::Auto(_) => "NATS|auto",
+            Kind::AutoKnob(_) => "NATS|auto|off",
         }
     }
 }
@@ -533,11 +620,13 @@ mod tests {
         let want = [
             (Field::Enabled, r#"a boolean (or "on"/"off")"#),
             (Field::Pivot, r#"one of "top", "entropy", "median""#),
-            (Field::PivotOffset, "a number in [0, 1000]"),
-            (Field::Width, r#"a number in [0, 1000] or "off""#),
+            (Field::PivotOffset, r#"a number in [0, 1000] or "auto""#),
+            (Field::Width, r#"a number in [0, 1000], "auto" or "off""#),
             (Field::Shoulder, r#"a number in [1e-6, 1000] or "off""#),
             (Field::Toe, r#"a number in [1e-6, 1000] or "off""#),
             (Field::ToeShape, r#"one of "log", "quadratic", "exp""#),
+            (Field::WidthScale, "a number in [0, 1000]"),
+            (Field::PivotOffsetScale, "a number in [0, 1000]"),
         ];
         assert_eq!(want.len(), Field::ALL.len());
         for (field, text) in want {

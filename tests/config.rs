@@ -25,6 +25,14 @@ fn validation_messages() {
         r#"{"toe": 1000.5}"#,
         r#"{"shoulder": 1e6}"#,
         r#"{"pivot_offset": "off"}"#,
+        r#"{"width": "automatic"}"#,
+        r#"{"toe": "auto"}"#,
+        r#"{"width_scale": -1}"#,
+        r#"{"pivot_offset_scale": 1001}"#,
+        r#"{"width_scale": "auto"}"#,
+        r#"{"width": 2, "width_scale": 1.5}"#,
+        r#"{"width": "off", "width_scale": 1.5}"#,
+        r#"{"pivot_offset": 4, "pivot_offset_scale": 2}"#,
         r#"{"pivot": "mean"}"#,
         r#"{"pivot": 3}"#,
         r#"{"toe_shape": "cubic"}"#,
@@ -90,7 +98,10 @@ fn shorthands_and_defaults() {
     );
     // Integers are numbers too.
     let int: HlgConfig = serde_json::from_str(r#"{"width": 3}"#).unwrap();
-    assert_eq!(int.curve().width(), Some(3.0));
+    assert_eq!(
+        int.curve().width(),
+        Some(mistralrs_hlg::params::Span::Nats(3.0))
+    );
 }
 
 #[test]
@@ -133,11 +144,45 @@ fn flags_use_the_same_validation() {
     let err = HlgConfig::from_pairs([("width", "inf")]).unwrap_err();
     assert_eq!(
         err.to_string(),
-        r#"`hlg.width` must be a number in [0, 1000] or "off", got "inf""#
+        r#"`hlg.width` must be a number in [0, 1000], "auto" or "off", got "inf""#
     );
     let err = HlgConfig::from_pairs([("toe_shape", "cubic")]).unwrap_err();
     assert_eq!(err.param(), "hlg.toe_shape");
     assert!(HlgConfig::from_pairs([("nope", "1")]).is_err());
+}
+
+/// Auto mode from the request object and the flags: the curve, `GET /v1/hlg`'s resolved
+/// form, and a scale from the server's defaults under a request's own value.
+#[test]
+fn auto_mode_reads_and_resolves() {
+    use mistralrs_hlg::params::{Span, DEFAULT_PIVOT_OFFSET_SCALE, DEFAULT_WIDTH_SCALE};
+    let cfg: HlgConfig =
+        serde_json::from_str(r#"{"width": "auto", "pivot_offset": "auto", "width_scale": 1.5}"#)
+            .unwrap();
+    let c = cfg.curve();
+    assert_eq!(c.width(), Some(Span::Auto(1.5)));
+    assert_eq!(c.pivot_offset(), Span::Auto(DEFAULT_PIVOT_OFFSET_SCALE));
+    assert_eq!(
+        serde_json::to_value(cfg.resolved(true)).unwrap(),
+        serde_json::json!({"enabled": true, "pivot": "top", "pivot_offset": "auto",
+            "width": "auto", "shoulder": 2.0, "toe": 1.0, "toe_shape": "quadratic",
+            "width_scale": 1.5, "pivot_offset_scale": DEFAULT_PIVOT_OFFSET_SCALE})
+    );
+    let flags = HlgConfig::from_pairs([("width", "auto"), ("width_scale", "0.75")]).unwrap();
+    assert_eq!(flags.curve().width(), Some(Span::Auto(0.75)));
+    // A request's fixed width over a server's auto one: the server's scale is not used.
+    let request: HlgConfig = serde_json::from_str(r#"{"width": 2}"#).unwrap();
+    assert_eq!(
+        request.merged_over(&flags).curve().width(),
+        Some(Span::Nats(2.0))
+    );
+    // A request's "auto" takes the server's scale, else the built-in one.
+    let auto: HlgConfig = serde_json::from_str(r#"{"width": "auto"}"#).unwrap();
+    assert_eq!(
+        auto.merged_over(&flags).curve().width(),
+        Some(Span::Auto(0.75))
+    );
+    assert_eq!(auto.curve().width(), Some(Span::Auto(DEFAULT_WIDTH_SCALE)));
 }
 
 #[test]

@@ -20,15 +20,40 @@ fn beta() -> impl Strategy<Value = Option<f32>> {
     prop_oneof![4 => (0.05f32..50.0).prop_map(Some), 1 => Just(None)]
 }
 
+/// A width or offset: fixed nats, or (auto mode) a multiple of the vector's spread σ.
+#[derive(Clone, Copy, Debug)]
+enum Len {
+    Nats(f32),
+    Auto(f32),
+}
+
+fn len(nats: std::ops::Range<f32>) -> impl Strategy<Value = Len> {
+    prop_oneof![3 => nats.prop_map(Len::Nats), 1 => (0.0f32..5.0).prop_map(Len::Auto)]
+}
+
+/// Curves with fixed and auto widths and offsets, every pivot, shape and `off`.
 fn curve() -> impl Strategy<Value = HlgCurve> {
     (
         pivot(),
-        prop_oneof![6 => (0.0f32..10.0).prop_map(Some), 1 => Just(None)],
+        len(0.0..12.0),
+        prop_oneof![6 => len(0.0..10.0).prop_map(Some), 1 => Just(None)],
         beta(),
         beta(),
         shape(),
     )
-        .prop_map(|((p, o), w, bh, bt, s)| HlgCurve::new(p, o, w, bh, bt, s).unwrap())
+        .prop_map(|((p, _), o, w, bh, bt, s)| {
+            let c = HlgCurve::new(p, 0.0, None, bh, bt, s).unwrap();
+            let c = match o {
+                Len::Nats(v) => c.with_pivot_offset(v),
+                Len::Auto(k) => c.with_auto_pivot_offset(k),
+            }
+            .unwrap();
+            match w {
+                None => c,
+                Some(Len::Nats(v)) => c.with_width(Some(v)).unwrap(),
+                Some(Len::Auto(k)) => c.with_auto_width(k).unwrap(),
+            }
+        })
 }
 
 /// Logits: a mix of scales (up to 1e4), with some −inf entries.
@@ -90,6 +115,8 @@ proptest! {
         for c in [
             HlgCurve::new(p, o, None, Some(1.0), Some(1.0), s).unwrap(),
             HlgCurve::new(p, o, Some(w), None, None, s).unwrap(),
+            HlgCurve::new(p, o, None, None, None, s).unwrap().with_auto_width(w).unwrap(),
+            HlgCurve::new(p, 0.0, None, Some(1.0), Some(1.0), s).unwrap().with_auto_pivot_offset(o).unwrap(),
         ] {
             let y = applied(&c, &x);
             prop_assert_eq!(y.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), x.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
@@ -111,6 +138,59 @@ proptest! {
         prop_assert!((slope(1, 2) - slope(2, 3)).abs() <= 1e-3, "upper knee: {} vs {}", slope(1, 2), slope(2, 3));
         prop_assert!((slope(6, 5) - slope(5, 4)).abs() <= 1e-3, "lower knee: {} vs {}", slope(6, 5), slope(5, 4));
     }
+}
+
+proptest! {
+    /// Auto mode where σ = 0 (one finite entry among masked ones, or all finite entries
+    /// equal): the curve is the identity, bit for bit, whatever the scales and sides.
+    #[test]
+    fn auto_mode_is_the_identity_where_the_spread_is_zero(
+        v in -50.0f32..50.0, n in 1usize..300, masked in 0usize..50, (p, _) in pivot(),
+        kw in 0.0f32..10.0, ko in 0.0f32..10.0, bh in beta(), bt in beta(), s in shape(), equal in any::<bool>(),
+    ) {
+        let mut x = vec![v; if equal { n } else { 1 }];
+        x.extend(std::iter::repeat_n(f32::NEG_INFINITY, masked));
+        let c = HlgCurve::new(p, 0.0, None, bh, bt, s).unwrap()
+            .with_auto_width(kw).unwrap()
+            .with_auto_pivot_offset(ko).unwrap();
+        prop_assert_eq!(HlgCurve::spread_of(&x), Some(0.0));
+        let y = applied(&c, &x);
+        prop_assert_eq!(y.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), x.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+    }
+
+    /// The kernel's σ against the f64 two-pass one, within 1e-5 relative (plus 1e-6).
+    #[test]
+    fn spread_matches_the_f64_reference(x in logits()) {
+        let got = HlgCurve::spread_of(&x);
+        let want = common::sigma_f64(&x);
+        prop_assert_eq!(got.is_some(), want.is_some());
+        if let (Some(g), Some(w)) = (got, want) {
+            prop_assert!((g as f64 - w).abs() <= 1e-5 * w + 1e-6, "{} vs {}", g, w);
+        }
+    }
+}
+
+/// A near-greedy distribution (the top token 12 nats above the rest) stays near-greedy
+/// under auto mode with the shipped toe: σ is small, the band narrow, and the quadratic
+/// toe holds the rest down, so the top's probability does not fall.
+#[test]
+fn near_greedy_stays_near_greedy_in_auto_mode() {
+    let mut x = vec![-12.0f32; 1000];
+    x[7] = 0.0;
+    let p_top = |v: &[f32]| {
+        let s: f64 = v.iter().map(|&u| (u as f64).exp()).sum();
+        (v[7] as f64).exp() / s
+    };
+    let sigma = HlgCurve::spread_of(&x).unwrap();
+    assert!(sigma > 0.0 && sigma < 2.0, "σ {sigma}");
+    let c = HlgCurve::default()
+        .with_auto_width(1.0)
+        .unwrap()
+        .with_auto_pivot_offset(2.0)
+        .unwrap();
+    let y = applied(&c, &x);
+    assert!(p_top(&x) > 0.99, "{}", p_top(&x));
+    assert!(p_top(&y) >= p_top(&x), "{} < {}", p_top(&y), p_top(&x));
 }
 
 /// The pivot never depends on where the finite entries sit among masked ones.
@@ -194,7 +274,8 @@ fn accepted_knob(min: f32) -> impl Strategy<Value = Option<f32>> {
     prop_oneof![5 => accepted(min).prop_map(Some), 1 => Just(None)]
 }
 
-/// Any accepted curve, extremes included.
+/// Any accepted curve, extremes included, auto widths and offsets among them (their
+/// scales over the whole accepted range).
 fn any_accepted_curve() -> impl Strategy<Value = HlgCurve> {
     let beta = mistralrs_hlg::params::MIN_BETA;
     (
@@ -204,9 +285,19 @@ fn any_accepted_curve() -> impl Strategy<Value = HlgCurve> {
         accepted_knob(beta),
         accepted_knob(beta),
         shape(),
+        (any::<bool>(), any::<bool>()),
     )
-        .prop_map(|(p, o, w, bh, bt, s)| {
-            HlgCurve::new(p, o, w, bh, bt, s).expect("an accepted curve")
+        .prop_map(|(p, o, w, bh, bt, s, (auto_o, auto_w))| {
+            let c = HlgCurve::new(p, o, w, bh, bt, s).expect("an accepted curve");
+            let c = if auto_o {
+                c.with_auto_pivot_offset(o).unwrap()
+            } else {
+                c
+            };
+            match w {
+                Some(w) if auto_w => c.with_auto_width(w).unwrap(),
+                _ => c,
+            }
         })
 }
 

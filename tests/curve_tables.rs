@@ -342,3 +342,46 @@ fn rows_have_their_own_pivot() {
         assert_eq!(&batch[r * 3..r * 3 + 3], &one);
     }
 }
+
+// Auto mode on x = [0, −1, −10]: p = softmax(x), σ² = Σ p (x − Σ p x)², σ = 0.446 931 848 7;
+// width 1.5σ = 0.670 397 773, β_h = 2, β_t = 1, quadratic toe.
+// top, offset 2σ: c = −0.893 863 697; z = [0.894, −0.106, −9.106]: shoulder, mid, toe
+// (d = 8.436: c − w − d − d²/2). entropy: c = Σ p x = −0.269 264 385; z = [0.269, −0.731,
+// −9.731]: mid, toe (d = 0.0603), toe.
+#[test]
+fn auto_width_and_offset() {
+    let x = [0.0f32, -1.0, -10.0, NEG];
+    let sigma = HlgCurve::spread_of(&x).unwrap() as f64;
+    assert!((sigma - 0.446_931_848_676_951_5).abs() < 1e-6, "σ {sigma}");
+    let base = curve(
+        (Pivot::Top, 0.0),
+        None,
+        Some(2.0),
+        Some(1.0),
+        ToeShape::Quadratic,
+    )
+    .with_auto_width(1.5)
+    .unwrap();
+    let top = base.with_auto_pivot_offset(2.0).unwrap();
+    check(
+        &top,
+        &x,
+        &[
+            -0.011_625_874_227_354_255,
+            -1.0,
+            -45.580_842_270_147_71,
+            f64::NEG_INFINITY,
+        ],
+    );
+    let entropy = base.with_pivot(Pivot::Entropy);
+    check(
+        &entropy,
+        &x,
+        &[
+            0.0,
+            -1.001_820_327_613_978_5,
+            -51.044_860_909_398_19,
+            f64::NEG_INFINITY,
+        ],
+    );
+}

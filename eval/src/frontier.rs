@@ -293,7 +293,7 @@ pub fn knob(s: &Sampler) -> String {
             };
             format!(
                 "{pivot} w{} s{} t{} {}",
-                k(c.width()),
+                c.width().map_or("off".to_string(), |w| w.to_string()),
                 k(c.shoulder()),
                 k(c.toe()),
                 c.toe_shape()

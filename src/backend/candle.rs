@@ -6,6 +6,9 @@
 //! back in the input's dtype. On the CPU the slice kernel is faster (it is what the
 //! mistral.rs processor uses); this backend is for logits that live on a GPU.
 //!
+//! An auto width or pivot offset takes a σ per row (the spread of its log-probabilities,
+//! from the same weighted sums as the entropy pivot).
+//!
 //! The `median` pivot is found by bisection over the order of `f32` values (at most 32
 //! masked sums per row, each synchronised to the host), which is exact: candle's `cumsum`
 //! materialises a `V × V` matrix and is no option at vocabulary sizes.
@@ -26,7 +29,7 @@
 use candle_core::{DType, Tensor, D};
 
 use crate::curve::HlgCurve;
-use crate::params::{Pivot, ToeShape};
+use crate::params::{Pivot, Span, ToeShape, MAX_NATS};
 
 /// Applies `curve` to `logits` (`[V]` or `[B, V]`, a pivot per row) and returns a new
 /// tensor of the same shape, dtype and device.
@@ -65,50 +68,86 @@ fn apply_f32(curve: &HlgCurve, x: &Tensor) -> candle_core::Result<Tensor> {
     let finite = x.abs()?.lt(inf)?;
     let neg_inf = Tensor::full(f32::NEG_INFINITY, x.shape(), x.device())?;
     let m = finite.where_cond(x, &neg_inf)?.max_keepdim(D::Minus1)?; // [B, 1]
-    let c = pivot(curve, x, &finite, &m)?;
+    let moments = (curve.is_auto() || curve.pivot() == Pivot::Entropy)
+        .then(|| moments(x, &finite, &m))
+        .transpose()?;
+    let sigma = moments.as_ref().map(Moments::spread).transpose()?;
+    let span = |s: Span| -> candle_core::Result<Tensor> {
+        match (s, &sigma) {
+            (Span::Auto(k), Some(sigma)) => sigma.affine(k as f64, 0.0)?.clamp(0f32, MAX_NATS),
+            (s, _) => Tensor::full(s.at(0.0), m.shape(), m.device()),
+        }
+    };
+    let c = match (curve.pivot(), &moments) {
+        (Pivot::Top, _) => (&m - span(curve.pivot_offset())?)?,
+        (Pivot::Entropy, Some(mo)) => (&m + mo.mean()?)?,
+        (Pivot::Entropy, None) => unreachable!("the entropy pivot computes its moments"),
+        (Pivot::Median, _) => median(x, &finite, &m, &weights(x, &finite, &m)?.1)?,
+    };
     let z = x.broadcast_sub(&c)?;
     // Rows without a finite entry have c = −inf or NaN: every comparison below is false.
-    let w = curve.width().unwrap_or(inf);
+    let w = match curve.width() {
+        Some(w) => span(w)?,
+        None => Tensor::full(inf, m.shape(), m.device())?,
+    };
     let mut out = x.clone();
     if let Some(bt) = curve.toe() {
-        let d = z.neg()?.affine(1.0, -(w as f64))?;
+        let d = z.neg()?.broadcast_sub(&w)?;
         let drop = match curve.toe_shape() {
             ToeShape::Log => log1p(&d.affine(1.0 / bt as f64, 0.0)?)?.affine(bt as f64, 0.0)?,
             ToeShape::Quadratic => (&d + (d.affine(0.5 / bt as f64, 0.0)? * &d)?)?,
             ToeShape::Exp => expm1(&d.affine(1.0 / bt as f64, 0.0)?)?.affine(bt as f64, 0.0)?,
         };
-        let toe = c.affine(1.0, -(w as f64))?.broadcast_sub(&drop)?;
-        let lo = (z.lt(-w)? * z.gt(f32::NEG_INFINITY)?)?;
+        let toe = (&c - &w)?.broadcast_sub(&drop)?;
+        let lo = (z.broadcast_lt(&w.neg()?)? * z.gt(f32::NEG_INFINITY)?)?;
         out = lo.where_cond(&toe, &out)?;
     }
     if let Some(bh) = curve.shoulder() {
-        let u = z.affine(1.0, -(w as f64))?;
+        let u = z.broadcast_sub(&w)?;
         let rise = log1p(&u.affine(1.0 / bh as f64, 0.0)?)?.affine(bh as f64, 0.0)?;
-        let sh = c.affine(1.0, w as f64)?.broadcast_add(&rise)?;
-        let hi = (z.gt(w)? * z.lt(inf)?)?;
+        let sh = (&c + &w)?.broadcast_add(&rise)?;
+        let hi = (z.broadcast_gt(&w)? * z.lt(inf)?)?;
         out = hi.where_cond(&sh, &out)?;
     }
     Ok(out)
 }
 
-/// The pivot per row, `[B, 1]`.
-fn pivot(curve: &HlgCurve, x: &Tensor, finite: &Tensor, m: &Tensor) -> candle_core::Result<Tensor> {
-    // `t = x − m` and `e = exp(t)` over the finite entries (0 elsewhere).
-    let weights = || -> candle_core::Result<(Tensor, Tensor)> {
-        let zeros = x.zeros_like()?;
-        let t = finite.where_cond(&x.broadcast_sub(m)?, &zeros)?;
-        let e = finite.where_cond(&t.exp()?, &zeros)?;
-        Ok((t, e))
-    };
-    match curve.pivot() {
-        Pivot::Top => m.affine(1.0, -(curve.pivot_offset() as f64)),
-        Pivot::Entropy => {
-            let (t, e) = weights()?;
-            let num = (&e * &t)?.sum_keepdim(D::Minus1)?;
-            let den = e.sum_keepdim(D::Minus1)?;
-            m + (num / den)?
-        }
-        Pivot::Median => median(x, finite, m, &weights()?.1),
+/// `t = x − m` and `e = exp(t)` over the finite entries (0 elsewhere).
+fn weights(x: &Tensor, finite: &Tensor, m: &Tensor) -> candle_core::Result<(Tensor, Tensor)> {
+    let zeros = x.zeros_like()?;
+    let t = finite.where_cond(&x.broadcast_sub(m)?, &zeros)?;
+    let e = finite.where_cond(&t.exp()?, &zeros)?;
+    Ok((t, e))
+}
+
+/// Per row, `[B, 1]`: `Σ e`, `Σ e·t`, `Σ e·t²` (see [`weights`]).
+struct Moments {
+    e: Tensor,
+    et: Tensor,
+    ett: Tensor,
+}
+
+fn moments(x: &Tensor, finite: &Tensor, m: &Tensor) -> candle_core::Result<Moments> {
+    let (t, e) = weights(x, finite, m)?;
+    let et = (&e * &t)?;
+    Ok(Moments {
+        e: e.sum_keepdim(D::Minus1)?,
+        ett: (&et * &t)?.sum_keepdim(D::Minus1)?,
+        et: et.sum_keepdim(D::Minus1)?,
+    })
+}
+
+impl Moments {
+    /// `Σ p·t`: the entropy pivot is `m` plus this.
+    fn mean(&self) -> candle_core::Result<Tensor> {
+        &self.et / &self.e
+    }
+
+    /// σ, `Var_p(t)`'s root; 0 where rounding leaves a negative variance.
+    fn spread(&self) -> candle_core::Result<Tensor> {
+        let mean = self.mean()?;
+        let var = ((&self.ett / &self.e)? - (&mean * &mean)?)?;
+        var.relu()?.sqrt()
     }
 }
 
@@ -196,13 +235,15 @@ fn log1p(v: &Tensor) -> candle_core::Result<Tensor> {
     y.log()? + (err / &y)?
 }
 
-/// `exp(t) − 1` by Kahan's `(u − 1)·t / ln u`, `u = exp(t)`; `t` where `u = 1`, `+inf`
-/// where `u` overflows.
+/// `exp(t) − 1` by Kahan's `(u − 1)·t / ln u`, `u = exp(t)`; `t` where `u = 1`, `u − 1`
+/// for `t > 20` (exact there in f32, and Kahan's product `(u − 1)·t` would overflow
+/// from `t ≈ 83` on, where `u` itself is still finite), `+inf` where `u` overflows.
 fn expm1(t: &Tensor) -> candle_core::Result<Tensor> {
     let u = t.exp()?;
     let um1 = u.affine(1.0, -1.0)?;
     let kahan = ((&um1 * t)? / u.log()?)?;
     let inf = Tensor::full(f32::INFINITY, t.shape(), t.device())?;
     let out = u.eq(1.0)?.where_cond(t, &kahan)?;
+    let out = t.gt(20.0)?.where_cond(&um1, &out)?;
     u.eq(f32::INFINITY)?.where_cond(&inf, &out)
 }

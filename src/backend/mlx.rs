@@ -26,7 +26,7 @@
 use mlx_rs::{error::Exception, ops, Array, Dtype};
 
 use crate::curve::HlgCurve;
-use crate::params::{Pivot, ToeShape};
+use crate::params::{Pivot, Span, ToeShape, MAX_NATS};
 
 type Result<T> = std::result::Result<T, Exception>;
 
@@ -81,14 +81,33 @@ fn apply_f32(curve: &HlgCurve, x: &Array) -> Result<Array> {
     let inf = f32::INFINITY;
     let finite = ops::lt(ops::abs(x)?, s(inf))?;
     let m = ops::max_axis(ops::select(&finite, x, s(-inf))?, -1, true)?; // [B, 1]
-    let c = pivot(curve, x, &finite, &m)?;
+    let moments = (curve.is_auto() || curve.pivot() == Pivot::Entropy)
+        .then(|| Moments::of(x, &finite, &m))
+        .transpose()?;
+    let sigma = moments.as_ref().map(Moments::spread).transpose()?;
+    // A span per row, `[B, 1]` (a fixed one broadcasts as a scalar).
+    let span = |sp: Span| -> Result<Array> {
+        match (sp, &sigma) {
+            (Span::Auto(k), Some(sigma)) => ops::minimum(ops::multiply(sigma, s(k))?, s(MAX_NATS)),
+            (sp, _) => Ok(s(sp.at(0.0))),
+        }
+    };
+    let c = match (curve.pivot(), &moments) {
+        (Pivot::Top, _) => ops::subtract(&m, span(curve.pivot_offset())?)?,
+        (Pivot::Entropy, Some(mo)) => ops::add(&m, mo.mean()?)?,
+        (Pivot::Entropy, None) => unreachable!("the entropy pivot computes its moments"),
+        (Pivot::Median, _) => median(x, &finite, &m)?,
+    };
     let z = ops::subtract(x, &c)?;
     // Rows without a finite entry have c = −inf or NaN: every comparison below is false.
-    let w = curve.width().unwrap_or(inf);
+    let w = match curve.width() {
+        Some(w) => span(w)?,
+        None => s(inf),
+    };
     let mut out = x.clone();
     if let Some(bt) = curve.toe() {
         // The kernel's roundings: d = (−z) − w, drop = β·f(d·(1/β)), toe = (c − w) − drop.
-        let d = ops::subtract(ops::negative(&z)?, s(w))?;
+        let d = ops::subtract(ops::negative(&z)?, &w)?;
         let drop = match curve.toe_shape() {
             ToeShape::Log => ops::multiply(s(bt), ops::log1p(ops::multiply(&d, s(1.0 / bt))?)?)?,
             ToeShape::Quadratic => {
@@ -96,31 +115,51 @@ fn apply_f32(curve: &HlgCurve, x: &Array) -> Result<Array> {
             }
             ToeShape::Exp => ops::multiply(s(bt), ops::expm1(ops::multiply(&d, s(1.0 / bt))?)?)?,
         };
-        let toe = ops::subtract(ops::subtract(&c, s(w))?, &drop)?;
-        let lo = ops::logical_and(ops::lt(&z, s(-w))?, ops::gt(&z, s(-inf))?)?;
+        let toe = ops::subtract(ops::subtract(&c, &w)?, &drop)?;
+        let lo = ops::logical_and(ops::lt(&z, ops::negative(&w)?)?, ops::gt(&z, s(-inf))?)?;
         out = ops::select(&lo, &toe, &out)?;
     }
     if let Some(bh) = curve.shoulder() {
-        let u = ops::subtract(&z, s(w))?;
+        let u = ops::subtract(&z, &w)?;
         let rise = ops::multiply(s(bh), ops::log1p(ops::multiply(&u, s(1.0 / bh))?)?)?;
-        let sh = ops::add(ops::add(&c, s(w))?, &rise)?;
-        let hi = ops::logical_and(ops::gt(&z, s(w))?, ops::lt(&z, s(inf))?)?;
+        let sh = ops::add(ops::add(&c, &w)?, &rise)?;
+        let hi = ops::logical_and(ops::gt(&z, &w)?, ops::lt(&z, s(inf))?)?;
         out = ops::select(&hi, &sh, &out)?;
     }
     Ok(out)
 }
 
-/// The pivot per row, `[B, 1]`.
-fn pivot(curve: &HlgCurve, x: &Array, finite: &Array, m: &Array) -> Result<Array> {
-    match curve.pivot() {
-        Pivot::Top => ops::subtract(m, s(curve.pivot_offset())),
-        Pivot::Entropy => {
-            let (t, e) = weights(x, finite, m)?;
-            let num = ops::sum_axis(ops::multiply(&e, &t)?, -1, true)?;
-            let total = ops::sum_axis(&e, -1, true)?;
-            ops::add(m, ops::divide(&num, &total)?)
-        }
-        Pivot::Median => median(x, finite, m),
+/// Per row, `[B, 1]`: `Σ e`, `Σ e·t`, `Σ e·t²` (see [`weights`]).
+struct Moments {
+    e: Array,
+    et: Array,
+    ett: Array,
+}
+
+impl Moments {
+    fn of(x: &Array, finite: &Array, m: &Array) -> Result<Moments> {
+        let (t, e) = weights(x, finite, m)?;
+        let et = ops::multiply(&e, &t)?;
+        Ok(Moments {
+            e: ops::sum_axis(&e, -1, true)?,
+            ett: ops::sum_axis(ops::multiply(&et, &t)?, -1, true)?,
+            et: ops::sum_axis(&et, -1, true)?,
+        })
+    }
+
+    /// `Σ p·t`: the entropy pivot is `m` plus this.
+    fn mean(&self) -> Result<Array> {
+        ops::divide(&self.et, &self.e)
+    }
+
+    /// σ, `Var_p(t)`'s root; 0 where rounding leaves a negative variance.
+    fn spread(&self) -> Result<Array> {
+        let mean = self.mean()?;
+        let var = ops::subtract(
+            ops::divide(&self.ett, &self.e)?,
+            ops::multiply(&mean, &mean)?,
+        )?;
+        ops::sqrt(ops::maximum(&var, s(0.0))?)
     }
 }
 

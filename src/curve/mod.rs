@@ -19,8 +19,8 @@
 
 use crate::error::HlgError;
 use crate::params::{
-    Field, Pivot, ToeShape, DEFAULT_PIVOT, DEFAULT_PIVOT_OFFSET, DEFAULT_SHOULDER, DEFAULT_TOE,
-    DEFAULT_TOE_SHAPE, DEFAULT_WIDTH,
+    Field, Pivot, Span, ToeShape, DEFAULT_PIVOT, DEFAULT_PIVOT_OFFSET, DEFAULT_SHOULDER,
+    DEFAULT_TOE, DEFAULT_TOE_SHAPE, DEFAULT_WIDTH,
 };
 
 mod kernel;
@@ -29,7 +29,9 @@ mod kernel;
 /// the fields of the `hlg` object, resolved.
 ///
 /// `None` for `width` means "off" (the identity); `None` for `shoulder` or `toe` means
-/// that side continues linearly (its entries are returned untouched).
+/// that side continues linearly (its entries are returned untouched). The width and the
+/// pivot offset are [`Span`]s: fixed nats, or a multiple of each vector's spread σ (the
+/// auto mode; [`HlgCurve::with_auto_width`]).
 ///
 /// ```
 /// use mistralrs_hlg::{HlgCurve, Pivot, ToeShape};
@@ -47,8 +49,8 @@ mod kernel;
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct HlgCurve {
     pivot: Pivot,
-    pivot_offset: f32,
-    width: Option<f32>,
+    pivot_offset: Span,
+    width: Option<Span>,
     shoulder: Option<f32>,
     toe: Option<f32>,
     toe_shape: ToeShape,
@@ -63,8 +65,8 @@ impl Default for HlgCurve {
     fn default() -> Self {
         HlgCurve {
             pivot: DEFAULT_PIVOT,
-            pivot_offset: DEFAULT_PIVOT_OFFSET,
-            width: DEFAULT_WIDTH,
+            pivot_offset: Span::Nats(DEFAULT_PIVOT_OFFSET),
+            width: DEFAULT_WIDTH.map(Span::Nats),
             shoulder: DEFAULT_SHOULDER,
             toe: DEFAULT_TOE,
             toe_shape: DEFAULT_TOE_SHAPE,
@@ -102,27 +104,48 @@ impl HlgCurve {
     /// A curve from parts that were checked against [`HlgCurve::new`]'s ranges when they
     /// were read (an [`HlgConfig`](crate::HlgConfig) holds only such values): the request
     /// path validates once, at the edge.
-    pub(crate) fn from_checked(
+    pub(crate) fn from_checked(parts: HlgCurve) -> Self {
+        debug_assert!(parts.checked().is_ok(), "unchecked parts: {parts:?}");
+        parts
+    }
+
+    /// Every part against its field's range.
+    fn checked(self) -> Result<Self, HlgError> {
+        let span = |field: Field, v: Span| match v {
+            Span::Nats(n) => HlgError::check(field, n.into()).map(Span::Nats),
+            Span::Auto(k) => {
+                let scale = match field {
+                    Field::Width => Field::WidthScale,
+                    _ => Field::PivotOffsetScale,
+                };
+                HlgError::check(scale, k.into()).map(Span::Auto)
+            }
+        };
+        Ok(HlgCurve {
+            pivot_offset: span(Field::PivotOffset, self.pivot_offset)?,
+            width: self.width.map(|w| span(Field::Width, w)).transpose()?,
+            shoulder: checked(Field::Shoulder, self.shoulder)?,
+            toe: checked(Field::Toe, self.toe)?,
+            ..self
+        })
+    }
+
+    /// The parts as they are, for [`HlgConfig::curve`](crate::HlgConfig::curve), which
+    /// then checks them ([`Self::from_checked`]).
+    pub(crate) fn from_parts(
         pivot: Pivot,
-        pivot_offset: f32,
-        width: Option<f32>,
-        shoulder: Option<f32>,
-        toe: Option<f32>,
+        spans: (Span, Option<Span>),
+        sides: (Option<f32>, Option<f32>),
         toe_shape: ToeShape,
     ) -> Self {
-        let curve = HlgCurve {
+        HlgCurve {
             pivot,
-            pivot_offset,
-            width,
-            shoulder,
-            toe,
+            pivot_offset: spans.0,
+            width: spans.1,
+            shoulder: sides.0,
+            toe: sides.1,
             toe_shape,
-        };
-        debug_assert!(
-            HlgCurve::new(pivot, pivot_offset, width, shoulder, toe, toe_shape).is_ok(),
-            "unchecked parts: {curve:?}"
-        );
-        curve
+        }
     }
 
     /// The curve that returns every input bit for bit (width off).
@@ -164,7 +187,26 @@ impl HlgCurve {
     /// # Ok::<(), mistralrs_hlg::HlgError>(())
     /// ```
     pub fn with_pivot_offset(mut self, offset: f32) -> Result<Self, HlgError> {
-        self.pivot_offset = HlgError::check(Field::PivotOffset, offset.into())?;
+        self.pivot_offset = Span::Nats(HlgError::check(Field::PivotOffset, offset.into())?);
+        Ok(self)
+    }
+
+    /// This curve with the pivot offset `scale·σ` per vector (`"pivot_offset": "auto"`),
+    /// σ the spread of its log-probabilities; `scale ∈ [0, MAX_NATS]`.
+    ///
+    /// ```
+    /// use mistralrs_hlg::HlgCurve;
+    /// let c = HlgCurve::default().with_auto_pivot_offset(2.0)?;
+    /// // Two tokens 2 nats apart with p ∝ (e², 1): σ = 2·√(p(1−p)).
+    /// let p = 1.0 / (1.0 + (-2.0f64).exp());
+    /// let sigma = 2.0 * (p * (1.0 - p)).sqrt();
+    /// assert!((c.pivot_of(&[2.0, 0.0]).unwrap() as f64 - (2.0 - 2.0 * sigma)).abs() < 1e-5);
+    /// assert_eq!(c.pivot_of(&[2.0, f32::NEG_INFINITY]), Some(2.0)); // σ = 0: the top
+    /// assert_eq!(HlgCurve::default().with_auto_pivot_offset(-1.0).unwrap_err().param(), "hlg.pivot_offset_scale");
+    /// # Ok::<(), mistralrs_hlg::HlgError>(())
+    /// ```
+    pub fn with_auto_pivot_offset(mut self, scale: f32) -> Result<Self, HlgError> {
+        self.pivot_offset = Span::Auto(HlgError::check(Field::PivotOffsetScale, scale.into())?);
         Ok(self)
     }
 
@@ -178,7 +220,29 @@ impl HlgCurve {
     /// # Ok::<(), mistralrs_hlg::HlgError>(())
     /// ```
     pub fn with_width(mut self, width: Option<f32>) -> Result<Self, HlgError> {
-        self.width = checked(Field::Width, width)?;
+        self.width = checked(Field::Width, width)?.map(Span::Nats);
+        Ok(self)
+    }
+
+    /// This curve with the mid band's half-width `scale·σ` per vector (`"width":
+    /// "auto"`), σ the spread of its log-probabilities; `scale ∈ [0, MAX_NATS]`. A vector
+    /// with σ = 0 (one finite entry, or all equal) comes back unchanged.
+    ///
+    /// ```
+    /// use mistralrs_hlg::{params::Span, HlgCurve};
+    /// let c = HlgCurve::default().with_auto_width(1.5)?;
+    /// assert_eq!(c.width(), Some(Span::Auto(1.5)));
+    /// let mut flat = [0.5f32; 4];
+    /// c.apply(&mut flat);
+    /// assert_eq!(flat, [0.5; 4]);
+    /// assert_eq!(HlgCurve::default().with_auto_width(1e4).unwrap_err().param(), "hlg.width_scale");
+    /// # Ok::<(), mistralrs_hlg::HlgError>(())
+    /// ```
+    pub fn with_auto_width(mut self, scale: f32) -> Result<Self, HlgError> {
+        self.width = Some(Span::Auto(HlgError::check(
+            Field::WidthScale,
+            scale.into(),
+        )?));
         Ok(self)
     }
 
@@ -229,23 +293,72 @@ impl HlgCurve {
     pub fn pivot(&self) -> Pivot {
         self.pivot
     }
-    /// The pivot offset in nats (used by [`Pivot::Top`] only).
+    /// The pivot offset (used by [`Pivot::Top`] only).
     ///
     /// ```
-    /// use mistralrs_hlg::{params::DEFAULT_PIVOT_OFFSET, HlgCurve};
-    /// assert_eq!(HlgCurve::default().pivot_offset(), DEFAULT_PIVOT_OFFSET);
+    /// use mistralrs_hlg::{params::{Span, DEFAULT_PIVOT_OFFSET}, HlgCurve};
+    /// assert_eq!(HlgCurve::default().pivot_offset(), Span::Nats(DEFAULT_PIVOT_OFFSET));
     /// ```
-    pub fn pivot_offset(&self) -> f32 {
+    pub fn pivot_offset(&self) -> Span {
         self.pivot_offset
     }
-    /// The mid width in nats, `None` when off.
+    /// The mid band's half-width, `None` when off.
+    ///
+    /// ```
+    /// use mistralrs_hlg::{params::Span, HlgCurve};
+    /// assert_eq!((HlgCurve::default().width(), HlgCurve::identity().width()), (Some(Span::Nats(3.0)), None));
+    /// ```
+    pub fn width(&self) -> Option<Span> {
+        self.width
+    }
+
+    /// Whether the curve depends on each vector's spread σ (a width or pivot offset in
+    /// auto mode; the offset only with the `top` pivot, the one that reads it).
+    ///
+    /// ```
+    /// use mistralrs_hlg::{HlgCurve, Pivot};
+    /// assert!(!HlgCurve::default().is_auto());
+    /// assert!(HlgCurve::default().with_auto_width(1.0)?.is_auto());
+    /// let entropy = HlgCurve::default().with_pivot(Pivot::Entropy).with_auto_pivot_offset(1.0)?;
+    /// assert!(!entropy.is_auto(), "the entropy pivot reads no offset");
+    /// # Ok::<(), mistralrs_hlg::HlgError>(())
+    /// ```
+    pub fn is_auto(&self) -> bool {
+        self.width.is_some_and(Span::is_auto)
+            || (self.pivot == Pivot::Top && self.pivot_offset.is_auto())
+    }
+
+    /// This curve with its auto spans fixed at the spread `sigma`: what [`Self::apply`]
+    /// runs on a vector whose σ is `sigma` ([`Self::spread_of`]).
+    ///
+    /// ```
+    /// use mistralrs_hlg::{params::Span, HlgCurve};
+    /// let c = HlgCurve::default().with_auto_width(1.5)?.at_spread(2.0);
+    /// assert_eq!(c.width(), Some(Span::Nats(3.0)));
+    /// # Ok::<(), mistralrs_hlg::HlgError>(())
+    /// ```
+    pub fn at_spread(&self, sigma: f32) -> HlgCurve {
+        HlgCurve {
+            pivot_offset: Span::Nats(self.pivot_offset.at(sigma)),
+            width: self.width.map(|w| Span::Nats(w.at(sigma))),
+            ..*self
+        }
+    }
+
+    /// σ of this vector: the standard deviation of its log-probabilities under its own
+    /// distribution `p = softmax(x)`, over the finite entries; `None` when it has none.
     ///
     /// ```
     /// use mistralrs_hlg::HlgCurve;
-    /// assert_eq!((HlgCurve::default().width(), HlgCurve::identity().width()), (Some(3.0), None));
+    /// assert_eq!(HlgCurve::spread_of(&[1.0, 1.0, 1.0]), Some(0.0));
+    /// assert_eq!(HlgCurve::spread_of(&[1.0, f32::NEG_INFINITY]), Some(0.0));
+    /// let s = HlgCurve::spread_of(&[0.0, 0.0, -2.0]).unwrap();
+    /// assert!(s > 0.0 && s < 2.0);
+    /// assert_eq!(HlgCurve::spread_of(&[f32::NAN]), None);
     /// ```
-    pub fn width(&self) -> Option<f32> {
-        self.width
+    pub fn spread_of(logits: &[f32]) -> Option<f32> {
+        let m = kernel::pivot::finite_max(logits)?;
+        Some(kernel::pivot::moments(logits, m).spread())
     }
     /// The shoulder in nats, `None` when off.
     ///
@@ -288,7 +401,8 @@ impl HlgCurve {
     }
 
     /// The unit-gain curve `g₁(z)` at one point, in `f64` with the standard library's
-    /// `ln_1p`/`exp_m1`: the reference formula, for plots and tables (not the kernel).
+    /// `ln_1p`/`exp_m1`: the reference formula, for plots and tables (not the kernel). An
+    /// auto width is taken at σ = 1 (fix it first with [`Self::at_spread`]).
     ///
     /// ```
     /// use mistralrs_hlg::HlgCurve;
@@ -297,7 +411,7 @@ impl HlgCurve {
     /// assert!((c.g1(5.0) - (3.0 + 2.0 * 2f64.ln())).abs() < 1e-12);
     /// ```
     pub fn g1(&self, z: f64) -> f64 {
-        let Some(w) = self.width.map(f64::from) else {
+        let Some(w) = self.width.map(|w| f64::from(w.at(1.0))) else {
             return z;
         };
         if z > w {
@@ -328,11 +442,23 @@ impl HlgCurve {
     /// ```
     pub fn pivot_of(&self, logits: &[f32]) -> Option<f32> {
         let m = kernel::pivot::finite_max(logits)?;
-        Some(match self.pivot {
-            Pivot::Top => m - self.pivot_offset,
-            Pivot::Entropy => kernel::pivot::entropy_center(logits, m),
-            Pivot::Median => kernel::pivot::mass_median(logits, m),
-        })
+        Some(self.knees_of(logits, m).0)
+    }
+
+    /// The pivot `c` and the half-width `w` (nats) for a vector whose finite max is `m`:
+    /// one pass of weighted sums serves both the entropy pivot and σ.
+    fn knees_of(&self, logits: &[f32], m: f32) -> (f32, f32) {
+        let moments = (self.is_auto() || self.pivot == Pivot::Entropy)
+            .then(|| kernel::pivot::moments(logits, m));
+        let sigma = moments.map_or(0.0, |mo| mo.spread());
+        let w = self.width.map_or(f32::INFINITY, |w| w.at(sigma));
+        let c = match (self.pivot, moments) {
+            (Pivot::Top, _) => m - self.pivot_offset.at(sigma),
+            (Pivot::Entropy, Some(mo)) => mo.center(m),
+            (Pivot::Entropy, None) => kernel::pivot::entropy_center(logits, m),
+            (Pivot::Median, _) => kernel::pivot::mass_median(logits, m),
+        };
+        (c, w)
     }
 
     /// Applies the curve in place, at unit gain (the host divides by the temperature
@@ -351,10 +477,11 @@ impl HlgCurve {
         if self.is_identity() {
             return;
         }
-        let Some(c) = self.pivot_of(logits) else {
+        let Some(m) = kernel::pivot::finite_max(logits) else {
             return;
         };
-        let knee = kernel::toe::Knee::new(c, self);
+        let (c, w) = self.knees_of(logits, m);
+        let knee = kernel::toe::Knee::new(c, w, self);
         kernel::toe::transform(logits, &knee, self.toe_shape);
     }
 

@@ -31,6 +31,10 @@ fn field_schema(field: Field) -> Value {
         Kind::Name(names, _) => json!({"type": "string", "enum": names}),
         Kind::Number(r) => number(r),
         Kind::Knob(r) => json!({"oneOf": [number(r), {"type": "string", "enum": ["off"]}]}),
+        Kind::Auto(r) => json!({"oneOf": [number(r), {"type": "string", "enum": ["auto"]}]}),
+        Kind::AutoKnob(r) => {
+            json!({"oneOf": [number(r), {"type": "string", "enum": ["auto", "off"]}]})
+        }
     };
     v["description"] = Value::from(format!(
         "{}. Accepted: {}.",

@@ -16,6 +16,7 @@ use crate::config::RawValue;
 use crate::params::{Field, Kind};
 use crate::processor::{Backend, BackendError};
 use crate::HlgConfig;
+use crate::HlgError;
 use crate::ToeShape;
 
 use super::engine::Batching;
@@ -87,6 +88,13 @@ impl HlgFlags {
                     error,
                 })?;
         }
+        cfg.check_scales().map_err(|error| OptionError::Curve {
+            flag: match error {
+                HlgError::Unused { field, .. } => field.flag(),
+                _ => "hlg",
+            },
+            error,
+        })?;
         Ok(cfg)
     }
 
@@ -172,7 +180,7 @@ impl CurveTable {
 
 /// The flag of one field: name, value list and help from [`Field`].
 fn flag_arg(field: Field) -> Arg {
-    let numeric = matches!(field.kind(), Kind::Number(_) | Kind::Knob(_));
+    let numeric = !matches!(field.kind(), Kind::Switch | Kind::Name(..));
     Arg::new(field.flag())
         .long(field.flag())
         .value_name(field.value_name())
@@ -402,6 +410,14 @@ pub struct ServeOptions {
     #[arg(long)]
     #[serde(default)]
     pub prefix_cache_n: Option<usize>,
+    /// The format a local GGUF model's weights are served in: `auto` (`f16` for a
+    /// quantized model of at most 1 GiB of weights at F16, as the embedded Q4_1 model;
+    /// otherwise as the file has them), `as-is`, `f16` or `f32` (dequantized at load: on
+    /// the CPU faster prompts, slower decoding than quantized blocks), or `q8_0` (a copy
+    /// converted once into the model cache directory) [default: auto].
+    #[arg(long, value_parser = ["auto", "as-is", "f16", "f32", "q8_0"])]
+    #[serde(default)]
+    pub weights: Option<String>,
     #[command(flatten)]
     #[serde(flatten)]
     #[allow(missing_docs)]
@@ -495,6 +511,7 @@ impl ServeOptions {
             config: self.config.clone().or_else(|| base.config.clone()),
             cpu: self.cpu || base.cpu,
             prefix_cache_n: self.prefix_cache_n.or(base.prefix_cache_n),
+            weights: self.weights.clone().or_else(|| base.weights.clone()),
             hlg: self.hlg.over(&base.hlg),
         }
     }
@@ -668,6 +685,38 @@ impl HlgServerOptions {
         hints: ModelHints,
         upstream: MistralRsServerRouterBuilder,
     ) -> Result<axum::Router, ServerError> {
+        let app = self.app_with_upstream(mistralrs, hints, upstream).await?;
+        Ok(self.secure(app))
+    }
+
+    /// [`Self::router_with_upstream`] without the exposure, for a CLI that adds routes
+    /// of its own after these (upstream's `mistralrs serve` nests its web UI at `/ui`):
+    /// add them, then serve the finished app only through [`Self::secure`], so that the
+    /// key, the allowlist and the media policy cover every route, the added ones too.
+    ///
+    /// ```
+    /// use axum::routing::get;
+    /// use mistralrs_hlg::server::{self, load, HlgServerOptions};
+    /// use mistralrs_server_core::mistralrs_server_router_builder::MistralRsServerRouterBuilder;
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let source = load::ModelSource::resolve("/models/model.gguf", None)?;
+    /// let engine = load::load(&source, true).await?;
+    /// let options = HlgServerOptions { api_key: Some("sk-1".into()), ..Default::default() };
+    /// let app = options
+    ///     .app_with_upstream(engine, source.hints(), MistralRsServerRouterBuilder::new())
+    ///     .await?
+    ///     .nest("/ui", axum::Router::new().route("/", get(|| async { "ui" })));
+    /// server::serve(options.secure(app), "127.0.0.1", 1234).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn app_with_upstream(
+        &self,
+        mistralrs: SharedMistralRsState,
+        hints: ModelHints,
+        upstream: MistralRsServerRouterBuilder,
+    ) -> Result<axum::Router, ServerError> {
         let ModelHints { eos, name } = hints;
         let defaults = self.flags.defaults()?;
         let backend = self.backend()?;
@@ -702,11 +751,55 @@ impl HlgServerOptions {
             .choices(choices)
             .backend(backend)
             .gate(Gate::new(serial, eos))
-            .exposure(exposure)
             .upstream(upstream)
             .served_name(internal, served)
-            .build()
+            .build_unexposed()
             .await
+    }
+
+    /// `app` behind these options' exposure ([`Self::exposure`]): the API key, the
+    /// allowlist of [`super::security::PUBLIC_ROUTES`] and the media policy on every
+    /// route `app` has, with every error in OpenAI's shape. Apply it last, to the app
+    /// that is served.
+    ///
+    /// ```
+    /// use axum::{body::Body, http::Request, routing::get, Router};
+    /// use mistralrs_hlg::server::HlgServerOptions;
+    /// use tower::ServiceExt;
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let options = HlgServerOptions { api_key: Some("sk-1".into()), ..Default::default() };
+    /// let app = Router::new().nest("/ui", Router::new().route("/", get(|| async { "ui" })));
+    /// let app = options.secure(app);
+    /// let get_ui = |auth: &str| Request::get("/ui").header("authorization", auth).body(Body::empty()).unwrap();
+    /// assert_eq!(app.clone().oneshot(get_ui("Bearer no")).await.unwrap().status(), 401);
+    /// // The key is right, but the web UI keeps state: closed until --allow-admin-routes.
+    /// assert_eq!(app.oneshot(get_ui("Bearer sk-1")).await.unwrap().status(), 404);
+    /// # });
+    /// ```
+    pub fn secure(&self, app: axum::Router) -> axum::Router {
+        self.exposure().apply(app)
+    }
+
+    /// Refuses a second listener (`flag`, upstream's `--mcp-port`) while an API key is
+    /// set: it serves on a port of its own, outside the router that [`Self::secure`]
+    /// guards, so the key would not cover it.
+    ///
+    /// ```
+    /// use mistralrs_hlg::server::HlgServerOptions;
+    /// let keyed = HlgServerOptions { api_key: Some("sk-1".into()), ..Default::default() };
+    /// let e = keyed.check_second_listener("--mcp-port", Some(4321)).unwrap_err();
+    /// assert!(e.to_string().contains("--mcp-port"), "{e}");
+    /// assert!(keyed.check_second_listener("--mcp-port", None).is_ok());
+    /// assert!(HlgServerOptions::default().check_second_listener("--mcp-port", Some(4321)).is_ok());
+    /// ```
+    pub fn check_second_listener(&self, flag: &str, port: Option<u16>) -> Result<(), OptionError> {
+        match port {
+            Some(port) if self.exposure().has_api_key() => Err(OptionError::Unguarded {
+                flag: flag.to_string(),
+                port,
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// How the engine takes requests with these options: one at a time or batched, and

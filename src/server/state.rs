@@ -26,7 +26,7 @@ use crate::HlgError;
 /// assert!(curve_for_request(None, &server).is_none());
 /// let req = HlgConfig::from_pairs([("width", "1")]).unwrap();
 /// let c = curve_for_request(Some(&req), &server).unwrap();
-/// assert_eq!((c.width(), c.toe()), (Some(1.0), Some(2.0)));
+/// assert_eq!((c.width(), c.toe()), (Some(mistralrs_hlg::params::Span::Nats(1.0)), Some(2.0)));
 /// ```
 pub fn curve_for_request(request: Option<&HlgConfig>, server: &HlgConfig) -> Option<HlgCurve> {
     let (cfg, on) = match request {

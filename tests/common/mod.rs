@@ -1,12 +1,11 @@
 //! An independent f64 evaluation of DESIGN.md §2, for the kernel and backend tests.
 #![allow(dead_code)]
 
+use mistralrs_hlg::params::Span;
 use mistralrs_hlg::{HlgCurve, Pivot, ToeShape};
 
-/// The pivot in f64 with exact exponentials and a full sort, plus, for the median, how
-/// far (as a share of the total mass) the cumulative mass before the crossing sits from
-/// one half: a tiny margin means a rounding could pick the neighbour.
-pub fn pivot_f64(curve: &HlgCurve, x: &[f32]) -> Option<(f64, f64)> {
+/// The finite entries in f64, their max, and their weights `exp(x − max)`.
+fn weights_f64(x: &[f32]) -> Option<(Vec<f64>, f64, Vec<f64>)> {
     let fin: Vec<f64> = x
         .iter()
         .filter(|v| v.is_finite())
@@ -17,9 +16,49 @@ pub fn pivot_f64(curve: &HlgCurve, x: &[f32]) -> Option<(f64, f64)> {
         return None;
     }
     let w: Vec<f64> = fin.iter().map(|v| (v - m).exp()).collect();
+    Some((fin, m, w))
+}
+
+/// σ in f64: the standard deviation of the finite logits under `p = softmax(x)`, by two
+/// passes (the mean, then the squared deviations), with exact exponentials.
+pub fn sigma_f64(x: &[f32]) -> Option<f64> {
+    let (fin, _, w) = weights_f64(x)?;
+    let s: f64 = w.iter().sum();
+    let mean = fin.iter().zip(&w).map(|(v, e)| v * e).sum::<f64>() / s;
+    let var = fin
+        .iter()
+        .zip(&w)
+        .map(|(v, e)| e * (v - mean) * (v - mean))
+        .sum::<f64>()
+        / s;
+    Some(var.sqrt())
+}
+
+/// A span in nats at spread `sigma`, in f64 (auto: `scale·σ`, at most 1000).
+pub fn span_f64(span: Span, sigma: f64) -> f64 {
+    match span {
+        Span::Nats(v) => v as f64,
+        Span::Auto(k) => (k as f64 * sigma).min(1000.0),
+    }
+}
+
+/// The half-width in f64 for this vector (`+inf` when off).
+pub fn width_f64(curve: &HlgCurve, x: &[f32]) -> f64 {
+    let sigma = sigma_f64(x).unwrap_or(0.0);
+    curve.width().map_or(f64::INFINITY, |w| span_f64(w, sigma))
+}
+
+/// The pivot in f64 with exact exponentials and a full sort, plus, for the median, how
+/// far (as a share of the total mass) the cumulative mass before the crossing sits from
+/// one half: a tiny margin means a rounding could pick the neighbour.
+pub fn pivot_f64(curve: &HlgCurve, x: &[f32]) -> Option<(f64, f64)> {
+    let (fin, m, w) = weights_f64(x)?;
     let s: f64 = w.iter().sum();
     Some(match curve.pivot() {
-        Pivot::Top => (m - curve.pivot_offset() as f64, 1.0),
+        Pivot::Top => {
+            let sigma = sigma_f64(x).unwrap_or(0.0);
+            (m - span_f64(curve.pivot_offset(), sigma), 1.0)
+        }
         Pivot::Entropy => (fin.iter().zip(&w).map(|(v, e)| v * e).sum::<f64>() / s, 1.0),
         Pivot::Median => {
             let mut idx: Vec<usize> = (0..fin.len()).collect();
@@ -41,9 +80,12 @@ pub fn pivot_f64(curve: &HlgCurve, x: &[f32]) -> Option<(f64, f64)> {
     })
 }
 
-/// The unit-gain curve, written out from the contract (not the crate's `g1`).
-pub fn g1_f64(curve: &HlgCurve, z: f64) -> Option<f64> {
-    let w = curve.width()? as f64;
+/// The unit-gain curve with half-width `w`, written out from the contract (not the
+/// crate's `g1`); `None` in the band.
+pub fn g1_f64(curve: &HlgCurve, w: f64, z: f64) -> Option<f64> {
+    if w == f64::INFINITY {
+        return None;
+    }
     if z > w {
         let b = curve.shoulder()? as f64;
         Some(w + b * ((z - w) / b).ln_1p())
@@ -61,15 +103,39 @@ pub fn g1_f64(curve: &HlgCurve, z: f64) -> Option<f64> {
 }
 
 /// The slope `g₁'(z)` (1 in the band and on a side that is off).
-pub fn slope_f64(curve: &HlgCurve, z: f64) -> f64 {
-    let (Some(w), h) = (curve.width().map(f64::from), 1e-6 * z.abs().max(1.0)) else {
-        return 1.0;
-    };
+pub fn slope_f64(curve: &HlgCurve, w: f64, z: f64) -> f64 {
+    let h = 1e-6 * z.abs().max(1.0);
     if z.abs() <= w {
         return 1.0;
     }
-    let g = |z: f64| g1_f64(curve, z).unwrap_or(z);
+    let g = |z: f64| g1_f64(curve, w, z).unwrap_or(z);
     ((g(z + h) - g(z - h)) / (2.0 * h)).abs()
+}
+
+/// How far the f32 pipeline's pivot and knees may sit from the f64 ones, in nats: 4 ulp
+/// of the pivot (times the slope), plus, for an auto span, 1e-5 of it (σ's f32 sums and
+/// rounding; times one plus the slope: it moves the knee and the pivot).
+struct Slack {
+    ulp_c: f64,
+    spans: f64,
+}
+
+impl Slack {
+    fn new(curve: &HlgCurve, c: f32, x: &[f32]) -> Slack {
+        let sigma = sigma_f64(x).unwrap_or(0.0);
+        let auto = |s: Option<Span>| match s {
+            Some(a @ Span::Auto(_)) => 1e-5 * span_f64(a, sigma) + 1e-6,
+            _ => 0.0,
+        };
+        Slack {
+            ulp_c: (c.abs().next_up() - c.abs()) as f64,
+            spans: auto(curve.width()) + auto(Some(curve.pivot_offset())),
+        }
+    }
+
+    fn at(&self, slope: f64) -> f64 {
+        4.0 * self.ulp_c * slope + self.spans * (1.0 + slope)
+    }
 }
 
 /// One expected output: the value and the tolerance that goes with it.
@@ -81,7 +147,8 @@ pub struct Expected {
 /// The whole transform: `x` where untouched, `c + g₁(z)` elsewhere, with `c` and `z`
 /// rounded to f32 as the contract's inputs are (the kernel's `z` is an f32) and the rest
 /// in f64. The tolerance is 1e-5 relative (of `max(1, |out|, |x|)`) plus the curve's slope
-/// times 4 ulp of `c`, for the f32 pivot of entropy and median.
+/// plus one times the knees' slack (4 ulp of `c` for the f32 pivot of entropy and median,
+/// and the f32 rounding of σ for an auto span).
 pub fn reference(curve: &HlgCurve, x: &[f32]) -> (Vec<Expected>, f64) {
     let Some((c, margin)) = pivot_f64(curve, x) else {
         return (
@@ -95,7 +162,8 @@ pub fn reference(curve: &HlgCurve, x: &[f32]) -> (Vec<Expected>, f64) {
         );
     };
     let c32 = c as f32;
-    let ulp_c = (c32.abs().next_up() - c32.abs()) as f64;
+    let w = width_f64(curve, x);
+    let slack = Slack::new(curve, c32, x);
     let out = x
         .iter()
         .map(|&v| {
@@ -107,12 +175,12 @@ pub fn reference(curve: &HlgCurve, x: &[f32]) -> (Vec<Expected>, f64) {
                 };
             }
             let z = (v - c32) as f64;
-            let value = match g1_f64(curve, z) {
+            let value = match g1_f64(curve, w, z) {
                 Some(g) => c32 as f64 + g,
                 None => xv,
             };
-            let tol =
-                1e-5 * 1f64.max(value.abs()).max(xv.abs()) + 4.0 * ulp_c * slope_f64(curve, z);
+            let slope = slope_f64(curve, w, z);
+            let tol = 1e-5 * 1f64.max(value.abs()).max(xv.abs()) + slack.at(slope);
             Expected { value, tol }
         })
         .collect();
@@ -136,7 +204,7 @@ pub fn close(got: f32, want: &Expected) -> bool {
 }
 
 /// The curves the tensor backends are checked on: every pivot mode and toe shape, with
-/// every `off` combination of width, shoulder and toe.
+/// every `off` combination of width, shoulder and toe, and auto widths and offsets.
 pub fn every_curve() -> Vec<HlgCurve> {
     let mut out = vec![];
     for (pivot, offset) in [
@@ -157,6 +225,14 @@ pub fn every_curve() -> Vec<HlgCurve> {
             ] {
                 out.push(HlgCurve::new(pivot, offset, w, bh, bt, shape).unwrap());
             }
+            // Auto mode: a σ per row for the width, and for the offset (`top`).
+            let auto = HlgCurve::new(pivot, offset, None, Some(2.0), Some(1.0), shape).unwrap();
+            out.push(auto.with_auto_width(1.5).unwrap());
+            out.push(
+                auto.with_auto_width(0.5)
+                    .and_then(|c| c.with_auto_pivot_offset(2.0))
+                    .unwrap(),
+            );
         }
     }
     out
@@ -176,7 +252,8 @@ pub fn kernel(c: &HlgCurve, x: &[f32]) -> Vec<f32> {
 pub fn worst(c: &HlgCurve, x: &[f32], got: &[f32]) -> f32 {
     let want = kernel(c, x);
     let pivot = c.pivot_of(x).unwrap_or(0.0);
-    let ulp_c = pivot.abs().next_up() - pivot.abs();
+    let w = width_f64(c, x);
+    let slack = Slack::new(c, pivot, x);
     got.iter()
         .zip(&want)
         .zip(x)
@@ -184,8 +261,14 @@ pub fn worst(c: &HlgCurve, x: &[f32], got: &[f32]) -> f32 {
             if p == q || (p.is_nan() && q.is_nan()) {
                 return 0.0;
             }
-            let slope = slope_f64(c, (xv - pivot) as f64) as f32;
-            (p - q).abs() / (1e-5 * q.abs().max(1.0) + 4.0 * ulp_c * slope)
+            // Beyond 1e37 on the same side counts as equal (as in `close`): where the exp
+            // toe overflows to −inf depends on the last bit of the knee, and an auto
+            // width's σ is summed in another order by each backend.
+            if p.abs() > 1e37 && q.abs() > 1e37 && p.is_sign_negative() == q.is_sign_negative() {
+                return 0.0;
+            }
+            let slope = slope_f64(c, w, (xv - pivot) as f64);
+            (p - q).abs() / (1e-5 * q.abs().max(1.0) + slack.at(slope) as f32)
         })
         .fold(0.0, f32::max)
 }

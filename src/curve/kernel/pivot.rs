@@ -89,33 +89,79 @@ fn tree_sum(buf: &mut [f32; BLOCK]) -> f64 {
     buf[..LANES].iter().map(|&v| v as f64).sum()
 }
 
+/// The weighted sums of one vector: `Σ e`, `Σ e·t` and `Σ e·t²`, with `e = exp(t)` and
+/// `t = x − m` over the finite entries. Under `p = e / Σ e`, `Σ p·x = m + Σe·t / Σe` (the
+/// entropy pivot) and `Var_p(x) = Σe·t²/Σe − (Σe·t/Σe)²` (the spread of the auto mode).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Moments {
+    pub(crate) e: f64,
+    pub(crate) et: f64,
+    pub(crate) ett: f64,
+}
+
+impl Moments {
+    /// The centre of mass `Σ p·x`, for the vector's max `m`.
+    pub(crate) fn center(&self, m: f32) -> f32 {
+        m + (self.et / self.e) as f32
+    }
+
+    /// σ, the standard deviation of the logits (equally, of the log-probabilities) under
+    /// the distribution itself; 0 for one finite entry or equal ones, never NaN.
+    pub(crate) fn spread(&self) -> f32 {
+        let mean = self.et / self.e;
+        let var = self.ett / self.e - mean * mean;
+        // Rounding can leave a tiny negative variance; a NaN (no finite entry) is 0 too.
+        if var > 0.0 {
+            var.sqrt() as f32
+        } else {
+            0.0
+        }
+    }
+}
+
 dispatch! {
-    /// `(Σ e, Σ e·t)` with `e = exp(t)`, `t = x − m`, over finite entries; blocks of
-    /// f32 lanes summed into f64.
-    fn weighted_sums(x: &[f32], m: f32) -> (f64, f64) = avx2::weighted_sums | weighted_sums_body;
+    /// [`Moments`] over the finite entries, non-finite and far (below −87.3) ones weighing
+    /// exactly nothing; blocks of f32 lanes summed into f64.
+    fn moments(x: &[f32], m: f32) -> Moments = avx2::moments | moments_body;
+}
+
+dispatch! {
+    /// [`moments`], where the fast path may give far and masked entries a weight of
+    /// 1.2e-38 (three operations fewer per vector): for the entropy pivot alone.
+    fn moments_clamped(x: &[f32], m: f32) -> Moments = avx2::moments_clamped | moments_body;
 }
 
 #[inline(always)]
-fn weighted_sums_body<M: Madd>(x: &[f32], m: f32) -> (f64, f64) {
+fn moments_body<M: Madd>(x: &[f32], m: f32) -> Moments {
     // One running sum per position in a block (a vector of them in each register):
     // an element-wise update that vectorises, where one ordered running sum would not
     // (float addition is not associative). The 512 sums are added pairwise at the end.
-    let (mut ae, mut aet) = ([0f32; BLOCK], [0f32; BLOCK]);
+    let (mut ae, mut aet, mut aett) = ([0f32; BLOCK], [0f32; BLOCK], [0f32; BLOCK]);
     for block in x.chunks(BLOCK) {
-        for ((&v, se), set) in block.iter().zip(ae.iter_mut()).zip(aet.iter_mut()) {
+        for (((&v, se), set), sett) in block
+            .iter()
+            .zip(ae.iter_mut())
+            .zip(aet.iter_mut())
+            .zip(aett.iter_mut())
+        {
             let t = shifted(v, m);
             let e = fastmath::exp_neg::<M>(t);
             *se += e;
-            *set = M::madd(e, t, *set);
+            let et = e * t;
+            *set += et;
+            *sett = M::madd(et, t, *sett);
         }
     }
-    (tree_sum(&mut ae), tree_sum(&mut aet))
+    Moments {
+        e: tree_sum(&mut ae),
+        et: tree_sum(&mut aet),
+        ett: tree_sum(&mut aett),
+    }
 }
 
 /// The entropy pivot `Σ p·x = m + Σ e·(x − m) / Σ e`.
 pub(crate) fn entropy_center(x: &[f32], m: f32) -> f32 {
-    let (se, set) = weighted_sums(x, m);
-    m + (set / se) as f32
+    moments_clamped(x, m).center(m)
 }
 
 /// Thresholds (nats below the top) at which the median search collects candidates;

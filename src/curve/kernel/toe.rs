@@ -32,8 +32,9 @@ pub(crate) struct Knee {
 }
 
 impl Knee {
-    pub(crate) fn new(c: f32, curve: &HlgCurve) -> Self {
-        let w = curve.width.unwrap_or(f32::INFINITY);
+    /// The constants for pivot `c` and half-width `w` (nats; the curve's width resolved
+    /// for this vector), with `curve`'s shoulder and toe.
+    pub(crate) fn new(c: f32, w: f32, curve: &HlgCurve) -> Self {
         let bh = curve.shoulder.unwrap_or(1.0);
         let bt = curve.toe.unwrap_or(1.0);
         Knee {

@@ -1,5 +1,6 @@
-//! The pivot's two passes over the whole vector with AVX2 + FMA intrinsics: the entropy
-//! pivot's weighted sums and the median's mass profile, plus the median's compaction.
+//! The pivot's two passes over the whole vector with AVX2 + FMA intrinsics: the weighted
+//! sums (the entropy pivot, the auto mode's spread) and the median's mass profile, plus
+//! the median's compaction.
 //! They compute the same weights `e = exp(x − m)` as the generic bodies bit for bit, but
 //! add them in registers (one vector accumulator per sum, flushed to `f64` every block)
 //! where the generic code keeps per-position sums in memory; the sums agree to rounding.
@@ -11,7 +12,7 @@
 use std::arch::x86_64::*;
 
 use super::super::{LANES, WAYS};
-use super::{BLOCK, DEPTHS, MEDIAN_DEPTHS};
+use super::{Moments, BLOCK, DEPTHS, MEDIAN_DEPTHS};
 use crate::fastmath::v8;
 use v8::{each, splat, Vn};
 
@@ -79,33 +80,57 @@ unsafe fn hsum(v: __m256d) -> f64 {
     (a[0] + a[1]) + (a[2] + a[3])
 }
 
-/// `(Σ e, Σ e·t)` over the finite entries, `e = exp(t)`, `t = x − m`.
+/// `Σ e`, `Σ e·t` and `Σ e·t²` over the finite entries, `e = exp(t)`, `t = x − m`, with
+/// the clamped weights where they serve: far and masked entries weigh 1.2e-38 each, which
+/// moves the entropy pivot by nothing and σ by about 1e-17 nats.
 #[target_feature(enable = "avx2,fma")]
-pub(super) unsafe fn weighted_sums(x: &[f32], m: f32) -> (f64, f64) {
-    match weighted_sums_with::<false>(x, m) {
+pub(super) unsafe fn moments_clamped(x: &[f32], m: f32) -> Moments {
+    match moments_with::<false>(x, m) {
         Some(sums) => sums,
-        None => weighted_sums_with::<true>(x, m).expect("the exact weights flag nothing"),
+        None => moments_with::<true>(x, m).expect("the exact weights flag nothing"),
     }
 }
 
-/// [`weighted_sums`] with the weights of `weight::<EXACT>`; `None` if they flag an entry.
+/// [`moments_clamped`] with the exact weights: far and masked entries weigh nothing, so
+/// σ is exactly 0 for one finite entry or equal ones (the auto mode's identity case).
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn moments(x: &[f32], m: f32) -> Moments {
+    moments_with::<true>(x, m).expect("the exact weights flag nothing")
+}
+
+/// [`moments`] with the weights of `weight::<EXACT>`; `None` if they flag an entry.
 #[inline(always)]
-unsafe fn weighted_sums_with<const EXACT: bool>(x: &[f32], m: f32) -> Option<(f64, f64)> {
+unsafe fn moments_with<const EXACT: bool>(x: &[f32], m: f32) -> Option<Moments> {
     let mv = splat(m);
     let mut bad = _mm256_setzero_ps();
-    let (mut se, mut set) = (_mm256_setzero_pd(), _mm256_setzero_pd());
+    let (mut se, mut set, mut sett) = (
+        _mm256_setzero_pd(),
+        _mm256_setzero_pd(),
+        _mm256_setzero_pd(),
+    );
     for block in x.chunks(BLOCK) {
-        let (mut ae, mut aet) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+        let (mut ae, mut aet, mut aett) = (
+            _mm256_setzero_ps(),
+            _mm256_setzero_ps(),
+            _mm256_setzero_ps(),
+        );
         for i in (0..block.len()).step_by(WAYS * LANES) {
             let (e, t) =
                 weight::<EXACT>(each!(|j| load_padded(block, i + j * LANES)), mv, &mut bad);
             ae = _mm256_add_ps(ae, _mm256_add_ps(e[0], e[1]));
             aet = _mm256_fmadd_ps(e[1], t[1], _mm256_fmadd_ps(e[0], t[0], aet));
+            let et: Vn = each!(|j| _mm256_mul_ps(e[j], t[j]));
+            aett = _mm256_fmadd_ps(et[1], t[1], _mm256_fmadd_ps(et[0], t[0], aett));
         }
         se = widen_add(se, ae);
         set = widen_add(set, aet);
+        sett = widen_add(sett, aett);
     }
-    (_mm256_movemask_ps(bad) == 0).then(|| (hsum(se), hsum(set)))
+    (_mm256_movemask_ps(bad) == 0).then(|| Moments {
+        e: hsum(se),
+        et: hsum(set),
+        ett: hsum(sett),
+    })
 }
 
 /// `Σ e` and, for each of `MEDIAN_DEPTHS`, `Σ e` over the entries with `t ≥ −depth`.
@@ -280,17 +305,32 @@ mod tests {
                 x[19] = f32::INFINITY;
             }
             let m = super::super::finite_max(&x).unwrap();
-            let (se, set) = unsafe { weighted_sums(&x, m) };
-            let (ge, get) = super::super::weighted_sums_body::<fastmath::Plain>(&x, m);
-            assert!((se - ge).abs() <= 1e-6 * ge, "{se} vs {ge}");
-            assert!((set - get).abs() <= 1e-6 * get.abs(), "{set} vs {get}");
+            let want = super::super::moments_body::<fastmath::Plain>(&x, m);
+            let exact = unsafe { moments(&x, m) };
+            assert!(
+                (exact.ett - want.ett).abs() <= 1e-6 * want.ett,
+                "{exact:?} vs {want:?}"
+            );
+            let got = unsafe { moments_clamped(&x, m) };
+            assert!(
+                (got.e - want.e).abs() <= 1e-6 * want.e,
+                "{got:?} vs {want:?}"
+            );
+            assert!(
+                (got.et - want.et).abs() <= 1e-6 * want.et.abs(),
+                "{got:?} vs {want:?}"
+            );
+            assert!(
+                (got.ett - want.ett).abs() <= 1e-6 * want.ett,
+                "{got:?} vs {want:?}"
+            );
             let (tot, within) = unsafe { mass_profile(&x, m) };
             let (gtot, gwithin) = super::super::mass_profile_body::<fastmath::Plain>(&x, m);
             assert!((tot - gtot).abs() <= 1e-6 * gtot);
             for (a, b) in within.iter().zip(gwithin) {
                 assert!((a - b).abs() <= 1e-6 * b.max(1e-30), "{a} vs {b}");
             }
-            assert_eq!(unsafe { weighted_sums_with::<false>(&x, m) }.is_none(), inf);
+            assert_eq!(unsafe { moments_with::<false>(&x, m) }.is_none(), inf);
         }
     }
 }

@@ -367,7 +367,7 @@ mod tests {
                 for c in [0.0f32, 3.7, -12.5] {
                     let curve =
                         HlgCurve::new(crate::params::Pivot::Top, 0.0, w, bh, bt, shape).unwrap();
-                    let knee = Knee::new(c, &curve);
+                    let knee = Knee::new(c, w.unwrap_or(f32::INFINITY), &curve);
                     let (mut got, mut want) = (x.clone(), x.clone());
                     unsafe {
                         transform(&mut got, &knee, shape);
