@@ -296,3 +296,41 @@ fn serve_loads_a_hugging_face_directory_with_isq() {
     drop(s);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--weights`: by default the embedded Q4_1 model is served as dense F16 made at load
+/// (logged), `as-is` keeps its blocks, and both answer; a format that needs a GGUF file
+/// on a Hugging Face directory stops start-up with the option named.
+#[test]
+fn serve_weights_formats() {
+    let s = Server::start();
+    assert!(s.log_text().contains("DequantizeF16"), "{}", s.log_text());
+    let r = &routes()[0];
+    assert!(!ok_text(&s, r, 0.0, &Value::Null).is_empty());
+    drop(s);
+    let s = Server::start_with(&["--weights", "as-is"]);
+    let log = s.log_text();
+    assert!(log.contains("AsIs") && !log.contains("Dequantize"), "{log}");
+    assert!(!ok_text(&s, r, 0.0, &Value::Null).is_empty());
+    drop(s);
+    let dir = std::env::temp_dir().join(format!("hlg-serve-weights-{}", std::process::id()));
+    mistralrs_hlg_integration_tests::tiny::write_plain_llama(&dir, 32_000).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_mistralrs-hlg"))
+        .args([
+            "serve",
+            "--port",
+            "0",
+            "-m",
+            dir.to_str().unwrap(),
+            "--weights",
+            "f16",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        !out.status.success() && text.contains("--weights f16"),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

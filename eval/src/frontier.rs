@@ -302,6 +302,41 @@ pub fn knob(s: &Sampler) -> String {
     }
 }
 
+/// Auto mode's grid for the offline sweep that sets its default scales: `width_scale` ×
+/// `pivot_offset_scale`, with the shipped shoulder, toe and toe shape.
+pub const AUTO_WIDTH_SCALES: [f64; 5] = [0.5, 1.0, 1.5, 2.0, 3.0];
+/// See [`AUTO_WIDTH_SCALES`].
+pub const AUTO_OFFSET_SCALES: [f64; 4] = [1.0, 2.0, 3.0, 4.0];
+
+/// The auto-contrast sweep's settings: plain temperature, the shipped (fixed) HLG knobs,
+/// min-p and top-nσ over their knobs, then auto mode over [`AUTO_WIDTH_SCALES`] ×
+/// [`AUTO_OFFSET_SCALES`]. Temperatures are placeholders: [`screen`] matches them.
+pub fn auto_sweep() -> Vec<Sampler> {
+    let t = 1.0;
+    let mut out = vec![
+        Sampler::Temperature { t },
+        Sampler::Hlg {
+            t,
+            hlg: HlgConfig::default(),
+        },
+    ];
+    out.extend(MIN_P.map(|min_p| Sampler::MinP { t, min_p }));
+    out.extend(TOP_NSIGMA.map(|n| Sampler::TopNSigma { t, n }));
+    for kw in AUTO_WIDTH_SCALES {
+        for kc in AUTO_OFFSET_SCALES {
+            let hlg = HlgConfig::from_pairs([
+                ("width", "auto"),
+                ("pivot_offset", "auto"),
+                ("width_scale", kw.to_string().as_str()),
+                ("pivot_offset_scale", kc.to_string().as_str()),
+            ])
+            .expect("the grid's scales are accepted");
+            out.push(Sampler::Hlg { t, hlg });
+        }
+    }
+    out
+}
+
 /// The knob of the shipped HLG settings ([`HlgConfig::default`]).
 pub fn shipped_knob() -> String {
     knob(&Sampler::Hlg {

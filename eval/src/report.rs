@@ -272,6 +272,57 @@ fn screened_cells(p: &frontier::Screened) -> String {
 
 const SCREENED_HEAD: &str = "T | tail mass | exp. base log-prob | top mass | KL from temperature |";
 
+/// Auto mode's offline sweep as Markdown: per level, every setting at the matched
+/// entropy (unmatched ones marked), and the auto setting with the highest expected base
+/// log-probability averaged over the levels where it matched.
+pub fn auto_sweep_table(levels: &[frontier::Screening]) -> String {
+    let mut s = String::new();
+    for l in levels {
+        s += &format!(
+            "### T = {}: {:.3} nats, {} positions\n\n| family | setting | matched | {SCREENED_HEAD}\n| --- | --- | --- | --- | --- | --- | --- | --- |\n",
+            l.level, l.target_entropy, l.positions
+        );
+        for p in &l.points {
+            let matched = if p.matched { "yes" } else { "no" };
+            s += &format!(
+                "| {} | {} | {matched} | {}\n",
+                p.family.name(),
+                p.knob,
+                screened_cells(p)
+            );
+        }
+        s += "\n";
+    }
+    let auto: Vec<&str> = levels
+        .first()
+        .map(|l| {
+            l.points
+                .iter()
+                .filter(|p| p.knob.contains('σ'))
+                .map(|p| p.knob.as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    let mean = |knob: &str| -> Option<f64> {
+        let vals: Vec<f64> = levels
+            .iter()
+            .filter_map(|l| l.points.iter().find(|p| p.knob == knob && p.matched))
+            .map(|p| p.stats.base_logprob)
+            .collect();
+        (vals.len() == levels.len()).then(|| vals.iter().sum::<f64>() / vals.len() as f64)
+    };
+    if let Some((knob, v)) = auto
+        .iter()
+        .filter_map(|k| mean(k).map(|v| (k, v)))
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+    {
+        s += &format!(
+            "Best auto setting on the mean expected base log-prob over the levels: `{knob}` ({v:.4} nats).\n"
+        );
+    }
+    s
+}
+
 /// The offline screening as Markdown: per level, each family's best setting on each
 /// quality measure and the frontier, then the HLG candidates' measures at every level.
 pub fn frontier_table(levels: &[frontier::Screening], candidates: &[String]) -> String {

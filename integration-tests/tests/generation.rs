@@ -131,3 +131,57 @@ async fn enabled_changes_sampling_and_leaves_greedy() {
     .await;
     assert_eq!(g_hlg, g_plain, "HLG changed a greedy generation");
 }
+
+/// Auto mode through the server: `"width": "auto", "pivot_offset": "auto"` samples,
+/// reproducibly on a fresh engine, differently from plain temperature and from the fixed
+/// curve with the same sides; the server's `--hlg-width auto` gives the same text as the
+/// request field, `GET /v1/hlg` shows the mode and its scales, and greedy is untouched.
+#[tokio::test(flavor = "multi_thread")]
+async fn auto_mode_samples_through_the_server() {
+    let t = json!({"temperature": 1.0});
+    let auto = json!({"hlg": {"width": "auto", "pivot_offset": "auto", "width_scale": 1.5}});
+    let a = run_prompts(&fresh_plugin().await, MAX_TOKENS, &with(&t, auto.clone())).await;
+    let b = run_prompts(&fresh_plugin().await, MAX_TOKENS, &with(&t, auto)).await;
+    assert_eq!(a, b, "auto mode not reproducible on a fresh engine");
+    let plain = run_prompts(&upstream(engine().await).await, MAX_TOKENS, &t).await;
+    assert_ne!(a, plain, "auto mode did not change the sampled output");
+    let fixed = run_prompts(
+        &fresh_plugin().await,
+        MAX_TOKENS,
+        &with(&t, json!({"hlg": true})),
+    )
+    .await;
+    assert_ne!(a, fixed, "auto mode sampled as the fixed curve");
+
+    let server = HlgConfig::from_pairs([
+        ("enabled", "on"),
+        ("width", "auto"),
+        ("pivot_offset", "auto"),
+        ("width_scale", "1.5"),
+    ])
+    .unwrap();
+    let app = fresh_plugin_with(server.clone()).await;
+    let (status, text) = mistralrs_hlg_integration_tests::call(&app, "GET", "/v1/hlg", None).await;
+    assert_eq!(status, 200, "{text}");
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        (&v["width"], &v["pivot_offset"], &v["width_scale"]),
+        (&json!("auto"), &json!("auto"), &json!(1.5)),
+        "{text}"
+    );
+    let by_flag = run_prompts(&fresh_plugin_with(server).await, MAX_TOKENS, &t).await;
+    assert_eq!(
+        by_flag, a,
+        "the server's auto mode differs from the request's"
+    );
+
+    let greedy = json!({"temperature": 0.0});
+    let g_plain = run_prompts(&upstream(engine().await).await, MAX_TOKENS, &greedy).await;
+    let g_auto = run_prompts(
+        &fresh_plugin().await,
+        MAX_TOKENS,
+        &with(&greedy, json!({"hlg": {"width": "auto"}})),
+    )
+    .await;
+    assert_eq!(g_auto, g_plain, "auto mode changed a greedy generation");
+}

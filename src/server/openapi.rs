@@ -113,7 +113,14 @@ mod tests {
     #[test]
     fn schema_ranges_are_the_validators() {
         let schema = hlg_schema();
-        for field in ["pivot_offset", "width", "shoulder", "toe"] {
+        for field in [
+            "pivot_offset",
+            "width",
+            "shoulder",
+            "toe",
+            "width_scale",
+            "pivot_offset_scale",
+        ] {
             let p = &schema["properties"][field];
             let n = p.get("oneOf").map_or(p, |o| &o[0]);
             let (min, max) = (
@@ -130,14 +137,20 @@ mod tests {
                 !ok(min - min.abs().max(1e-9) * 0.5 - 1e-9) && !ok(max * 1.001),
                 "{field}: beyond [{min}, {max}] accepted"
             );
-            let off_ok = HlgConfig::deserialize_checked(json!({ field: "off" }))
-                .unwrap()
-                .is_ok();
-            assert_eq!(
-                p.get("oneOf").is_some(),
-                off_ok,
-                "{field}: \"off\" in the schema and the validator disagree"
-            );
+            // The words the schema lists are exactly those the validator takes.
+            let listed = p
+                .get("oneOf")
+                .map_or(vec![], |o| o[1]["enum"].as_array().unwrap().clone());
+            for word in ["off", "auto"] {
+                let taken = HlgConfig::deserialize_checked(json!({ field: word }))
+                    .unwrap()
+                    .is_ok();
+                assert_eq!(
+                    listed.contains(&json!(word)),
+                    taken,
+                    "{field}: {word:?} in the schema and the validator disagree"
+                );
+            }
         }
         for (field, names) in [
             ("pivot", &schema["properties"]["pivot"]["enum"]),

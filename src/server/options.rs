@@ -1018,7 +1018,7 @@ mod tests {
         let file = ServeOptions::from_toml("hlg-width = -1").unwrap();
         assert_eq!(
             file.hlg.flags.defaults().unwrap_err().to_string(),
-            r#"--hlg-width: `hlg.width` must be a number in [0, 1000] or "off", got -1"#
+            r#"--hlg-width: `hlg.width` must be a number in [0, 1000], "auto" or "off", got -1"#
         );
     }
 

@@ -63,6 +63,11 @@ pub enum EvalCmd {
     /// Resumable: OUT/frontier/level-<T>.json per level, a level already there is kept.
     /// OUT/frontier.md, OUT/frontier.svg, OUT/frontier-candidates.json.
     Frontier(FrontierArgs),
+    /// Auto mode's offline sweep (issue #46): plain temperature, the shipped HLG knobs,
+    /// min-p, top-nσ and auto mode over a grid of width and offset scales, each at
+    /// plain temperature's mean entropy at each --levels T on the captured logits.
+    /// Resumable per level (OUT/auto-sweep/level-<T>.json). OUT/auto-sweep.md.
+    AutoSweep(AutoSweepArgs),
     /// Online confirmation of the screening (issue #19): at each --levels T, plain
     /// temperature, --per-family settings of top-p, min-p and top-nσ and the shipped HLG
     /// knobs plus --hlg settings spread along the frontier, each at its screened
@@ -155,6 +160,19 @@ pub struct FrontierArgs {
     /// HLG candidates to list for the online runs.
     #[arg(long, default_value_t = 6)]
     candidates: usize,
+    /// Worker threads [default: the machine's available parallelism].
+    #[arg(long)]
+    threads: Option<usize>,
+}
+
+/// `eval auto-sweep`.
+#[derive(Args)]
+pub struct AutoSweepArgs {
+    #[command(flatten)]
+    out: EvalOut,
+    /// The entropy levels: plain temperature's mean entropy at each T, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "0.8,1.0,1.3")]
+    levels: Vec<f64>,
     /// Worker threads [default: the machine's available parallelism].
     #[arg(long)]
     threads: Option<usize>,
@@ -441,6 +459,7 @@ fn run(cmd: EvalCmd) -> anyhow::Result<()> {
         EvalCmd::Capture(args) => capture(args),
         EvalCmd::Kl(args) => kl(args),
         EvalCmd::Frontier(args) => frontier(args),
+        EvalCmd::AutoSweep(args) => auto_sweep(args),
         EvalCmd::Confirm(args) => confirm(args),
         EvalCmd::Diversity(args) => diversity(args),
         EvalCmd::Guardrail(args) => guardrail(args),
@@ -556,6 +575,23 @@ fn kl(args: KlArgs) -> anyhow::Result<()> {
         )?;
     }
     eprintln!("kl.json, kl.md, kl-<knob>.svg → {}", out.out.display());
+    Ok(())
+}
+
+fn auto_sweep(args: AutoSweepArgs) -> anyhow::Result<()> {
+    use mistralrs_hlg_eval::{frontier, report};
+    check_levels(&args.levels)?;
+    let threads = args
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .max(1);
+    let c = capture::Capture::load(&args.out.out.join("capture"))?;
+    let settings = frontier::auto_sweep();
+    let dir = args.out.out.join("auto-sweep");
+    let done = screen_levels(&dir, &c, &settings, &args.levels, threads)?;
+    let path = args.out.out.join("auto-sweep.md");
+    std::fs::write(&path, report::auto_sweep_table(&done))?;
+    eprintln!("wrote {}", path.display());
     Ok(())
 }
 
