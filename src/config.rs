@@ -135,7 +135,7 @@ impl RawValue {
 /// let curve = cfg.curve();
 /// assert_eq!(curve.toe(), Some(3.5));
 /// assert_eq!(curve.toe_shape(), ToeShape::Exp);
-/// assert_eq!(curve.width(), Some(3.0)); // built-in default
+/// assert_eq!(curve.width(), Some(mistralrs_hlg::params::Span::Nats(3.0))); // built-in default
 ///
 /// let off: HlgConfig = serde_json::from_str("false")?;
 /// assert_eq!(off.enabled(), Some(false));
@@ -342,7 +342,7 @@ impl HlgConfig {
     /// let server = HlgConfig::from_pairs([("width", "2"), ("toe", "5")])?;
     /// let request = HlgConfig::from_pairs([("toe", "3")])?;
     /// let curve = request.merged_over(&server).curve();
-    /// assert_eq!((curve.width(), curve.toe()), (Some(2.0), Some(3.0)));
+    /// assert_eq!((curve.width(), curve.toe()), (Some(mistralrs_hlg::params::Span::Nats(2.0)), Some(3.0)));
     /// # Ok::<(), mistralrs_hlg::HlgError>(())
     /// ```
     pub fn merged_over(&self, base: &HlgConfig) -> HlgConfig {

@@ -375,7 +375,11 @@ impl fmt::Display for Span {
     }
 }
 
-/// The built-in multiple of σ for `"width": "auto"` (`width_scale`).
+/// The built-in multiple of σ for `"width": "auto"` (`width_scale`), with
+/// [`DEFAULT_PIVOT_OFFSET_SCALE`] the pair chosen by the offline sweep on both models'
+/// captured logits (docs/RESULTS.md, "Auto mode"): of the 20 pairs, the one with the best
+/// mean expected base log-probability among those whose tail mass, as a share of plain
+/// temperature's, is at most the shipped fixed curve's.
 ///
 /// ```
 /// use mistralrs_hlg::{params::{Span, DEFAULT_WIDTH_SCALE}, HlgConfig};
@@ -383,7 +387,7 @@ impl fmt::Display for Span {
 /// assert_eq!(cfg.curve().width(), Some(Span::Auto(DEFAULT_WIDTH_SCALE)));
 /// # Ok::<(), serde_json::Error>(())
 /// ```
-pub const DEFAULT_WIDTH_SCALE: f32 = 1.0;
+pub const DEFAULT_WIDTH_SCALE: f32 = 1.5;
 
 /// The built-in multiple of σ for `"pivot_offset": "auto"` (`pivot_offset_scale`).
 ///
@@ -393,7 +397,7 @@ pub const DEFAULT_WIDTH_SCALE: f32 = 1.0;
 /// assert_eq!(cfg.curve().pivot_offset(), Span::Auto(DEFAULT_PIVOT_OFFSET_SCALE));
 /// # Ok::<(), serde_json::Error>(())
 /// ```
-pub const DEFAULT_PIVOT_OFFSET_SCALE: f32 = 2.0;
+pub const DEFAULT_PIVOT_OFFSET_SCALE: f32 = 3.0;
 
 macro_rules! fields {
     ($( $variant:ident = $name:literal, $flag:literal, $kind:expr, $what:literal; )+) => {

@@ -311,7 +311,7 @@ fn converted_name(path: &Path, identity: &str, weights: Weights) -> String {
 /// The dtype a tensor of `dtype` and row length `row` takes in the Q8_0 copy: norms and
 /// biases (F32 in every GGUF) stay F32, and Q8_0 needs rows of whole 32-blocks.
 fn converted_dtype(dtype: GgmlDType, row: usize) -> GgmlDType {
-    if dtype != GgmlDType::F32 && row % 32 == 0 {
+    if dtype != GgmlDType::F32 && row.is_multiple_of(32) {
         GgmlDType::Q8_0
     } else {
         dtype

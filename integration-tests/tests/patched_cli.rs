@@ -591,46 +591,52 @@ async fn the_web_ui_is_behind_the_key_and_the_allowlist() {
         }
     }
     if cfg!(mistralrs_host = "0.9") {
-        let port = free_port().to_string();
-        let (dir, file) = model();
-        let log = std::env::temp_dir().join(format!("mistralrs-hlg-cli-mcp-{port}.log"));
-        let out = std::fs::File::create(&log).unwrap();
-        let mut child = Command::new(&bin)
-            .args([
-                "--token-source",
-                "none",
-                "serve",
-                "--host",
-                "127.0.0.1",
-                "-p",
-            ])
-            .arg(free_port().to_string())
-            .args(["--api-key", "sk-ui", "--mcp-port", &port])
-            .args(["text", "-m", &dir, "--format", "gguf", "-f", &file, "--cpu"])
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().unwrap())
-            .stderr(out)
-            .spawn()
-            .unwrap();
-        let start = Instant::now();
-        let status = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                break Some(status);
-            }
-            if start.elapsed() > Duration::from_secs(180) {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        };
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
-        assert!(
-            status.is_some_and(|s| !s.success()),
-            "--mcp-port with a key did not stop start-up: {text}"
-        );
-        assert!(text.contains("--mcp-port"), "{text}");
+        mcp_port_is_refused_with_a_key(&bin).await;
     }
+}
+
+/// `serve --api-key K --mcp-port P` stops start-up, naming `--mcp-port`: the MCP
+/// listener would be a port of its own outside the key.
+async fn mcp_port_is_refused_with_a_key(bin: &Path) {
+    let port = free_port().to_string();
+    let (dir, file) = model();
+    let log = std::env::temp_dir().join(format!("mistralrs-hlg-cli-mcp-{port}.log"));
+    let out = std::fs::File::create(&log).unwrap();
+    let mut child = Command::new(bin)
+        .args([
+            "--token-source",
+            "none",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "-p",
+        ])
+        .arg(free_port().to_string())
+        .args(["--api-key", "sk-ui", "--mcp-port", &port])
+        .args(["text", "-m", &dir, "--format", "gguf", "-f", &file, "--cpu"])
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if start.elapsed() > Duration::from_secs(180) {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        status.is_some_and(|s| !s.success()),
+        "--mcp-port with a key did not stop start-up: {text}"
+    );
+    assert!(text.contains("--mcp-port"), "{text}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

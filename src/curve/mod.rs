@@ -214,7 +214,7 @@ impl HlgCurve {
     ///
     /// ```
     /// use mistralrs_hlg::HlgCurve;
-    /// assert_eq!(HlgCurve::default().with_width(Some(1.5))?.width(), Some(1.5));
+    /// assert_eq!(HlgCurve::default().with_width(Some(1.5))?.width(), Some(mistralrs_hlg::params::Span::Nats(1.5)));
     /// assert!(HlgCurve::default().with_width(None)?.is_identity());
     /// assert_eq!(HlgCurve::default().with_width(Some(-1.0)).unwrap_err().param(), "hlg.width");
     /// # Ok::<(), mistralrs_hlg::HlgError>(())
@@ -226,11 +226,13 @@ impl HlgCurve {
 
     /// This curve with the mid band's half-width `scale·σ` per vector (`"width":
     /// "auto"`), σ the spread of its log-probabilities; `scale ∈ [0, MAX_NATS]`. A vector
-    /// with σ = 0 (one finite entry, or all equal) comes back unchanged.
+    /// with σ = 0 (one finite entry, or all equal) keeps its distribution; it comes back
+    /// bit for bit when the pivot sits on it too (an auto offset, or the `entropy` or
+    /// `median` pivot).
     ///
     /// ```
     /// use mistralrs_hlg::{params::Span, HlgCurve};
-    /// let c = HlgCurve::default().with_auto_width(1.5)?;
+    /// let c = HlgCurve::default().with_auto_width(1.5)?.with_auto_pivot_offset(3.0)?;
     /// assert_eq!(c.width(), Some(Span::Auto(1.5)));
     /// let mut flat = [0.5f32; 4];
     /// c.apply(&mut flat);
