@@ -51,18 +51,8 @@ impl CliServer {
     /// `bin serve` on the embedded model with `extra` server options.
     async fn serve(bin: &Path, extra: &[&str]) -> CliServer {
         let port = free_port().to_string();
-        let (dir, file) = model();
-        let mut args = vec![
-            "--token-source",
-            "none",
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "-p",
-            &port,
-        ];
-        args.extend_from_slice(extra);
-        args.extend_from_slice(&["text", "-m", &dir, "--format", "gguf", "-f", &file, "--cpu"]);
+        let args = serve_args(&port, extra);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         CliServer::spawn(bin, &args, port.clone()).await
     }
 
@@ -595,25 +585,41 @@ async fn the_web_ui_is_behind_the_key_and_the_allowlist() {
     }
 }
 
+/// `bin serve` on a free port of 127.0.0.1 with `extra` server options, on the embedded
+/// model, as a command to run to its end (a start-up that must fail).
+fn serve_command(bin: &Path, extra: &[&str]) -> Command {
+    let mut cmd = Command::new(bin);
+    cmd.args(serve_args(&free_port().to_string(), extra));
+    cmd
+}
+
+/// `serve` on 127.0.0.1:`port` with `extra` server options, on the embedded model.
+fn serve_args(port: &str, extra: &[&str]) -> Vec<String> {
+    let (dir, file) = model();
+    let head = [
+        "--token-source",
+        "none",
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "-p",
+        port,
+    ];
+    let tail = ["text", "-m", &dir, "--format", "gguf", "-f", &file, "--cpu"];
+    head.iter()
+        .chain(extra)
+        .chain(tail.iter())
+        .map(|a| a.to_string())
+        .collect()
+}
+
 /// `serve --api-key K --mcp-port P` stops start-up, naming `--mcp-port`: the MCP
 /// listener would be a port of its own outside the key.
 async fn mcp_port_is_refused_with_a_key(bin: &Path) {
     let port = free_port().to_string();
-    let (dir, file) = model();
     let log = std::env::temp_dir().join(format!("mistralrs-hlg-cli-mcp-{port}.log"));
     let out = std::fs::File::create(&log).unwrap();
-    let mut child = Command::new(bin)
-        .args([
-            "--token-source",
-            "none",
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "-p",
-        ])
-        .arg(free_port().to_string())
-        .args(["--api-key", "sk-ui", "--mcp-port", &port])
-        .args(["text", "-m", &dir, "--format", "gguf", "-f", &file, "--cpu"])
+    let mut child = serve_command(bin, &["--api-key", "sk-ui", "--mcp-port", &port])
         .stdin(Stdio::null())
         .stdout(out.try_clone().unwrap())
         .stderr(out)
@@ -675,22 +681,7 @@ async fn bad_values_are_400s_and_a_bad_flag_stops_start_up() {
     drop(s);
 
     // A bad flag stops the server before it serves, naming the flag and the range.
-    let (dir, file) = model();
-    let out = Command::new(&bin)
-        .args([
-            "--token-source",
-            "none",
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "-p",
-            &free_port().to_string(),
-            "--hlg-toe",
-            "-2",
-        ])
-        .args(["text", "-m", &dir, "--format", "gguf", "-f", &file, "--cpu"])
-        .output()
-        .unwrap();
+    let out = serve_command(&bin, &["--hlg-toe", "-2"]).output().unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
