@@ -14,7 +14,7 @@
 //! - `auto`: dense F16 for a small quantized model, the file as it is otherwise (see
 //!   [`resolve`]).
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -398,15 +398,14 @@ fn check(src: &Path, dst: &Path) -> Result<(), WeightsError> {
             )));
         }
     }
-    let keys = |c: &Content| -> HashMap<String, ()> {
+    let keys = |c: &Content| -> HashSet<String> {
         c.metadata
             .keys()
             .filter(|k| *k != "general.alignment")
-            .map(|k| (k.clone(), ()))
+            .cloned()
             .collect()
     };
-    let (ka, kb) = (keys(&a), keys(&b));
-    if ka.keys().any(|k| !kb.contains_key(k)) {
+    if !keys(&a).is_subset(&keys(&b)) {
         return Err(problem("metadata keys missing".into()));
     }
     Ok(())

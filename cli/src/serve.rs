@@ -3,7 +3,7 @@
 //! and the listener.
 
 use mistralrs_hlg::server::{self, load::ModelHints, load::ModelSource, ServeOptions};
-use mistralrs_hlg::weights::{self, Load, Weights};
+use mistralrs_hlg::weights::{self, Weights};
 
 /// What `serve` runs, decided before any thread starts.
 pub struct Prepared {
@@ -81,7 +81,6 @@ fn in_format(source: ModelSource, weights: Weights) -> anyhow::Result<ModelSourc
                 // Before any thread exists (see `prepare`).
                 std::env::set_var(key, value);
             }
-            debug_assert!(served.load == Load::AsIs || served.path == dir.join(&file));
             Ok(ModelSource::resolve(&served.path.to_string_lossy(), None)?)
         }
         other if matches!(weights, Weights::Auto | Weights::AsIs) => Ok(other),

@@ -448,17 +448,25 @@ impl HlgCurve {
     }
 
     /// The pivot `c` and the half-width `w` (nats) for a vector whose finite max is `m`:
-    /// one pass of weighted sums serves both the entropy pivot and σ.
+    /// one pass of weighted sums serves both the entropy pivot and σ. σ takes the exact
+    /// weights (σ = 0 exactly where it should be); the entropy pivot alone keeps the
+    /// clamped, cheaper ones.
     fn knees_of(&self, logits: &[f32], m: f32) -> (f32, f32) {
-        let moments = (self.is_auto() || self.pivot == Pivot::Entropy)
-            .then(|| kernel::pivot::moments(logits, m));
-        let sigma = moments.map_or(0.0, |mo| mo.spread());
+        let moments = if self.is_auto() {
+            Some(kernel::pivot::moments(logits, m))
+        } else if self.pivot == Pivot::Entropy {
+            Some(kernel::pivot::moments_clamped(logits, m))
+        } else {
+            None
+        };
+        let sigma = moments
+            .filter(|_| self.is_auto())
+            .map_or(0.0, |mo| mo.spread());
         let w = self.width.map_or(f32::INFINITY, |w| w.at(sigma));
-        let c = match (self.pivot, moments) {
-            (Pivot::Top, _) => m - self.pivot_offset.at(sigma),
-            (Pivot::Entropy, Some(mo)) => mo.center(m),
-            (Pivot::Entropy, None) => kernel::pivot::entropy_center(logits, m),
-            (Pivot::Median, _) => kernel::pivot::mass_median(logits, m),
+        let c = match self.pivot {
+            Pivot::Top => m - self.pivot_offset.at(sigma),
+            Pivot::Entropy => moments.expect("computed for the entropy pivot").center(m),
+            Pivot::Median => kernel::pivot::mass_median(logits, m),
         };
         (c, w)
     }

@@ -159,11 +159,6 @@ fn moments_body<M: Madd>(x: &[f32], m: f32) -> Moments {
     }
 }
 
-/// The entropy pivot `Σ p·x = m + Σ e·(x − m) / Σ e`.
-pub(crate) fn entropy_center(x: &[f32], m: f32) -> f32 {
-    moments_clamped(x, m).center(m)
-}
-
 /// Thresholds (nats below the top) at which the median search collects candidates;
 /// the last catches everything finite. The profile pass sums the mass within each;
 /// among the candidates, the finer depth beside each (`MEDIAN_FINE`) may narrow them.
