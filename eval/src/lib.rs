@@ -5,6 +5,7 @@
 
 pub mod capture;
 pub mod confirm;
+pub mod decide;
 pub mod diversity;
 mod error;
 pub mod frontier;

@@ -79,6 +79,11 @@ pub enum EvalCmd {
     /// Draw the curve g₁(z) of each toe shape beside the identity, as an SVG (the table
     /// is `mistralrs-hlg curve`).
     Curve(CurveArgs),
+    /// The decisive evaluation's sizing (docs/EVALUATION.md): from committed
+    /// `verdict.json` files, the spread of each paired comparison per prompt, the prompts
+    /// the equivalence margins need at 80 % power after the correction, and the margins
+    /// --prompts reach. Markdown on standard output.
+    Power(PowerArgs),
     /// Diversity at matched entropy: temperature, top-p 0.9, min-p 0.05 and HLG (each toe
     /// shape), each at the temperature that gives it plain temperature's mean entropy at
     /// --level (matched on the captured logits); open-ended prompts × --samples each.
@@ -446,6 +451,28 @@ pub struct CurveArgs {
 }
 
 #[derive(Args)]
+pub struct PowerArgs {
+    /// `verdict.json` files; each is labelled by its directory's name.
+    #[arg(long = "verdict", required = true)]
+    verdicts: Vec<PathBuf>,
+    /// The level (plain temperature's T) to read.
+    #[arg(long, default_value_t = 1.0)]
+    level: f64,
+    /// The equivalence margin of the judged log-prob per byte (nats).
+    #[arg(long, default_value_t = 0.05)]
+    margin: f64,
+    /// The equivalence margin of distinct-2.
+    #[arg(long, default_value_t = 0.02)]
+    margin_distinct2: f64,
+    /// Tests the family-wise rate is divided over (Bonferroni).
+    #[arg(long, default_value_t = 32)]
+    comparisons: usize,
+    /// The planned paired prompts per cell.
+    #[arg(long, default_value_t = 256)]
+    prompts: usize,
+}
+
+#[derive(Args)]
 pub struct EvalOut {
     /// The directory every output goes under.
     #[arg(long, default_value = "eval-out")]
@@ -466,6 +493,7 @@ fn run(cmd: EvalCmd) -> anyhow::Result<()> {
         EvalCmd::Perf(args) => perf(args),
         EvalCmd::Gold(args) => gold(args),
         EvalCmd::Curve(args) => curve(args),
+        EvalCmd::Power(args) => power(args),
     }
 }
 
@@ -1322,6 +1350,47 @@ fn curve(args: CurveArgs) -> anyhow::Result<()> {
     std::fs::write(&args.out, report::curve_plot(&zs, &curves))
         .map_err(|e| anyhow::anyhow!("writing {}: {e}", args.out.display()))?;
     eprintln!("wrote {}", args.out.display());
+    Ok(())
+}
+
+fn power(args: PowerArgs) -> anyhow::Result<()> {
+    use mistralrs_hlg_eval::decide::{self, PastLevel};
+    let z = decide::critical_z(args.comparisons);
+    println!(
+        "Per-prompt spread of paired differences at level {} (past runs: 4 samples × 128 \
+         tokens per prompt), prompts needed for 80 % power of the equivalence call at \
+         ±{} nats/byte and ±{} distinct-2 after a Bonferroni correction over {} tests \
+         (one-sided z = {z:.3}), and the margins {} prompts reach.\n",
+        args.level, args.margin, args.margin_distinct2, args.comparisons, args.prompts
+    );
+    println!("| model | HLG | other | sd per byte | n needed | margin at n | sd distinct-2 | n needed | margin at n |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    for path in &args.verdicts {
+        let model = path.parent().and_then(|d| d.file_name()).map_or_else(
+            || path.display().to_string(),
+            |d| d.to_string_lossy().into(),
+        );
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
+        let levels: Vec<PastLevel> = serde_json::from_str(&text)?;
+        let level = levels
+            .iter()
+            .find(|l| (l.level - args.level).abs() < 1e-9)
+            .ok_or_else(|| anyhow::anyhow!("{} has no level {}", path.display(), args.level))?;
+        for s in decide::spreads(level) {
+            println!(
+                "| {model} | {} | {} | {:.3} | {} | {:.3} | {:.3} | {} | {:.3} |",
+                s.hlg,
+                s.other,
+                s.sd_per_byte,
+                decide::prompts_needed(s.sd_per_byte, args.margin, z),
+                decide::detectable_margin(s.sd_per_byte, args.prompts, z),
+                s.sd_distinct2,
+                decide::prompts_needed(s.sd_distinct2, args.margin_distinct2, z),
+                decide::detectable_margin(s.sd_distinct2, args.prompts, z),
+            );
+        }
+    }
     Ok(())
 }
 
