@@ -429,6 +429,56 @@ pub async fn run_prompt(
     Ok(())
 }
 
+/// [`run_prompt`] over several prompts at once (`(index, text)` each): the samples the
+/// stores lack, every method × sample of every prompt, prompt-major, drawn `draws.batch`
+/// at a time as the rows of one batched decode across prompts where the model has one
+/// ([`Lm::generate_across`]), judged, and stored once each chunk is done (a stopped run
+/// loses at most one chunk). The same samples as prompt by prompt: each draws from its
+/// own seeded stream.
+pub async fn run_prompts(
+    draws: Draws<'_>,
+    methods: &[Planned],
+    stores: &mut [Store],
+    prompts: &[(usize, &str)],
+    mut progress: impl FnMut(),
+) -> Result<(), EvalError> {
+    let todo: Vec<(usize, usize, usize)> = (0..prompts.len())
+        .flat_map(|q| {
+            (0..methods.len()).flat_map(move |j| (0..draws.samples).map(move |k| (q, j, k)))
+        })
+        .filter(|&(q, j, k)| !stores[j].has(prompts[q].1, k))
+        .collect();
+    let texts: Vec<&str> = prompts.iter().map(|(_, t)| *t).collect();
+    for chunk in todo.chunks(draws.batch.max(1)) {
+        let rows: Vec<(usize, &Sampler, usize, SplitMix)> = chunk
+            .iter()
+            .map(|&(q, j, k)| {
+                let seed = methods[j].seed(draws.level, prompts[q].1, k);
+                (q, &methods[j].sampler, stores[j].header.max_tokens, seed)
+            })
+            .collect();
+        let done = draws
+            .model
+            .generate_across(&texts, &rows, draws.batch)
+            .await?;
+        for (&(q, j, k), (text, trace)) in chunk.iter().zip(done) {
+            let one = [(text, trace)];
+            let judged = judge_all(draws.judge, 1, prompts[q].1, &one).await?;
+            let [(text, trace)] = one;
+            stores[j].push(Sample {
+                prompt: prompts[q].0,
+                prompt_text: prompts[q].1.to_string(),
+                sample: k,
+                text,
+                trace,
+                judged: judged.into_iter().next().flatten(),
+            })?;
+            progress();
+        }
+    }
+    Ok(())
+}
+
 /// The judge's reading of each sample (`None` each without a judge), `batch` at once.
 async fn judge_all(
     judge: Option<Lm<'_>>,
@@ -914,6 +964,7 @@ mod tests {
             trace: Trace {
                 entropy: vec![1.0; lp.len()],
                 base_logprob: lp.to_vec(),
+                shape: vec![],
             },
             judged: None,
         }

@@ -249,6 +249,7 @@ mod tests {
             &[vec![Trace {
                 entropy: vec![1.0],
                 base_logprob: vec![-1.0],
+                shape: vec![],
             }]],
         );
         let level = |l: f64| DiversityLevel {
@@ -290,10 +291,12 @@ mod tests {
             Trace {
                 entropy: vec![1.0, 2.0],
                 base_logprob: vec![-1.0, -20.0],
+                shape: vec![],
             },
             Trace {
                 entropy: vec![3.0],
                 base_logprob: vec![-3.0],
+                shape: vec![],
             },
         ]];
         let r = measure(Sampler::Temperature { t: 1.0 }, 2.0, texts, &traces);

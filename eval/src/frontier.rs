@@ -17,7 +17,7 @@ use super::capture::Capture;
 use super::generate::SplitMix;
 use super::kl::mean_stats_with;
 use super::metrics::Stats;
-use super::sampler::{match_entropy, mean_entropy, Sampler};
+use super::sampler::{match_setting, mean_entropy, Sampler};
 use super::EvalError;
 use mistralrs_hlg::config::RawValue;
 use mistralrs_hlg::{HlgConfig, Pivot, ToeShape};
@@ -44,11 +44,13 @@ pub enum Family {
     TopH,
     /// HLG; the knobs are the curve's fields.
     Hlg,
+    /// llama.cpp's adaptive-p; the knobs are the target, the decay and the min-p cut.
+    AdaptiveP,
 }
 
 impl Family {
     /// Every family, in the order of the tables.
-    pub const ALL: [Family; 9] = [
+    pub const ALL: [Family; 10] = [
         Family::Temperature,
         Family::TopP,
         Family::MinP,
@@ -58,6 +60,7 @@ impl Family {
         Family::PLess,
         Family::TopH,
         Family::Hlg,
+        Family::AdaptiveP,
     ];
 
     /// The family's name in tables and figures.
@@ -72,6 +75,7 @@ impl Family {
             Family::PLess => "p-less",
             Family::TopH => "top-H",
             Family::Hlg => "hlg",
+            Family::AdaptiveP => "adaptive-p",
         }
     }
 
@@ -87,6 +91,7 @@ impl Family {
             Family::PLess => "#2ca02c",
             Family::TopH => "#1f77b4",
             Family::Hlg => "#d62728",
+            Family::AdaptiveP => "#393b79",
         }
     }
 
@@ -102,6 +107,7 @@ impl Family {
             Sampler::PLess { .. } => Family::PLess,
             Sampler::TopH { .. } => Family::TopH,
             Sampler::Hlg { .. } => Family::Hlg,
+            Sampler::AdaptiveP { .. } => Family::AdaptiveP,
         }
     }
 }
@@ -284,6 +290,12 @@ pub fn knob(s: &Sampler) -> String {
         } => format!("{low}–{high} e = {exponent}"),
         Sampler::PLess { .. } => String::new(),
         Sampler::TopH { alpha, .. } => format!("α = {alpha}"),
+        Sampler::AdaptiveP {
+            target,
+            decay,
+            min_p,
+            ..
+        } => format!("target = {target} decay = {decay} min_p = {min_p}"),
         Sampler::Hlg { hlg, .. } => {
             let c = hlg.curve();
             let k = |v: Option<f32>| v.map_or("off".to_string(), |v| v.to_string());
@@ -308,9 +320,15 @@ pub const AUTO_WIDTH_SCALES: [f64; 5] = [0.5, 1.0, 1.5, 2.0, 3.0];
 /// See [`AUTO_WIDTH_SCALES`].
 pub const AUTO_OFFSET_SCALES: [f64; 4] = [1.0, 2.0, 3.0, 4.0];
 
+/// adaptive-p's targets on the offline screen (beside auto mode's sweep)…
+pub const ADAPTIVE_P_TARGETS: [f64; 4] = [0.3, 0.5, 0.7, 0.9];
+
 /// The auto-contrast sweep's settings: plain temperature, the shipped (fixed) HLG knobs,
 /// min-p and top-nσ over their knobs, then auto mode over [`AUTO_WIDTH_SCALES`] ×
-/// [`AUTO_OFFSET_SCALES`]. Temperatures are placeholders: [`screen`] matches them.
+/// [`AUTO_OFFSET_SCALES`], then adaptive-p at each of [`ADAPTIVE_P_TARGETS`] (its min-p
+/// cut is what [`screen`] matches; its decay has no effect offline, where it runs at its
+/// fixed point, and stays at llama.cpp's 0.9). Temperatures (adaptive-p's cut) are
+/// placeholders: [`screen`] matches them.
 pub fn auto_sweep() -> Vec<Sampler> {
     let t = 1.0;
     let mut out = vec![
@@ -334,6 +352,12 @@ pub fn auto_sweep() -> Vec<Sampler> {
             out.push(Sampler::Hlg { t, hlg });
         }
     }
+    out.extend(ADAPTIVE_P_TARGETS.map(|target| Sampler::AdaptiveP {
+        t,
+        target,
+        decay: 0.9,
+        min_p: 0.05,
+    }));
     out
 }
 
@@ -412,11 +436,11 @@ pub fn screen(
     let target = mean_entropy(&Sampler::Temperature { t: level }, rows());
     let done = std::sync::atomic::AtomicUsize::new(0);
     let one = |s: &Sampler| {
-        let (t, reached) = match s {
-            Sampler::Temperature { .. } => (level, target),
-            _ => match_entropy(s, target, rows, 0.05, 8.0),
+        let (s, reached) = match s {
+            Sampler::Temperature { .. } => (s.at(level), target),
+            _ => match_setting(s, target, rows, 0.05, 8.0),
         };
-        let s = s.at(t);
+        let t = s.temperature();
         let stats = mean_stats_with(capture, |y| s.transform(y), t, 1);
         let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         progress(n, settings.len());
@@ -629,6 +653,8 @@ mod tests {
             let of: Vec<&Sampler> = all.iter().filter(|s| Family::of(s) == f).collect();
             let want = match f {
                 Family::Temperature | Family::PLess => 1,
+                // Not a family of the cross-judged evaluation this budget sized.
+                Family::AdaptiveP => 0,
                 _ => 7,
             };
             assert_eq!(of.len(), want, "{}", f.name());

@@ -10,7 +10,7 @@ use mistralrs::{RequestBuilder, TextMessageRole};
 use serde::{Deserialize, Serialize};
 
 use super::metrics::{log_softmax, TAIL};
-use super::sampler::{entropy_of, probs, Sampler};
+use super::sampler::{entropy_of, probs, Memory, Sampler};
 use super::EvalError;
 
 #[derive(Default)]
@@ -18,6 +18,8 @@ struct State {
     /// Base log-probabilities of the last step, to score the token drawn from it.
     prev: Option<Vec<f64>>,
     trace: Trace,
+    /// The sampler's memory within the sequence (adaptive-p's running average).
+    memory: Memory,
 }
 
 /// What one generation recorded.
@@ -28,6 +30,11 @@ pub struct Trace {
     /// Base log-probability of each drawn token (every token but the last: no processor
     /// call follows it).
     pub base_logprob: Vec<f64>,
+    /// Per step, the distribution drawn from against the base model's (T = 1): its top
+    /// probability, its mass on tokens whose base probability is below [`TAIL`], and
+    /// KL(drawn from ‖ base) in nats ([`shape_of`]). Empty in runs recorded before it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shape: Vec<[f64; 3]>,
 }
 
 impl Trace {
@@ -52,12 +59,26 @@ impl mistralrs_core::CustomLogitsProcessor for Recorder {
             if let Some(&l) = prev.get(tok as usize) {
                 s.trace.base_logprob.push(l);
             }
+            // The token the host drew from the last step (or this processor, seeded).
+            self.sampler.accept(&mut s.memory, tok as usize);
         }
-        s.prev = log_softmax(&x, 1.0);
-        let mut y = x;
-        self.sampler.transform(&mut y);
+        // log_softmax(x, 1) from its normaliser, bit for bit, which `shape_of` reads too.
+        let lse = super::metrics::log_sum_exp(&x, 1.0);
+        s.prev = lse.map(|lse| {
+            x.iter()
+                .map(|&v| match v.is_finite() {
+                    true => f64::from(v) - lse,
+                    false => f64::NEG_INFINITY,
+                })
+                .collect()
+        });
+        let mut y = x.clone();
+        self.sampler.transform_in(&mut y, &mut s.memory);
         let q = probs(&y, self.sampler.temperature());
         s.trace.entropy.push(entropy_of(&q));
+        if let Some(lse) = lse {
+            s.trace.shape.push(shape_of(&x, lse, &q));
+        }
         if let Some(draws) = &self.draws {
             // The host can then only draw this token: every other logit is -inf.
             let u = draws.lock().unwrap().unit();
@@ -65,6 +86,26 @@ impl mistralrs_core::CustomLogitsProcessor for Recorder {
         }
         Tensor::from_vec(y, logits.dims1()?, logits.device())
     }
+}
+
+/// The thesis measures of one step ([`Trace::shape`]): for the distribution `q` drawn
+/// from and the base logits `base` with their log-sum-exp `lse` (T = 1), the top
+/// probability of `q`, the mass `q` puts on tokens whose base probability is below
+/// [`TAIL`], and KL(q ‖ base) = Σ q (ln q − ln p_base) over the tokens `q` can draw.
+pub fn shape_of(base: &[f32], lse: f64, q: &[f64]) -> [f64; 3] {
+    let tail = TAIL.ln();
+    let (mut top, mut mass, mut kl) = (0.0f64, 0.0, 0.0);
+    for (&x, &p) in base.iter().zip(q) {
+        if p > 0.0 {
+            let lp = f64::from(x) - lse;
+            top = top.max(p);
+            if lp < tail {
+                mass += p;
+            }
+            kl += p * (p.ln() - lp);
+        }
+    }
+    [top, mass, kl]
 }
 
 /// A text judged by a model: the log-probability of each token of a continuation given
@@ -275,7 +316,10 @@ async fn run(
     let rec = Arc::new(Recorder {
         sampler: sampler.clone(),
         draws: seed.map(Mutex::new),
-        state: Mutex::default(),
+        state: Mutex::new(State {
+            memory: sampler.memory(),
+            ..State::default()
+        }),
     });
     let req = RequestBuilder::new()
         .add_message(TextMessageRole::User, prompt)
@@ -301,6 +345,64 @@ async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The thesis measures of a step by hand: base logits [0, −10] (p = [0.99995,
+    /// 4.54e-5]: the second token is tail), drawn from q = [0.7, 0.3]; KL by Python's
+    /// math module: 0.7·ln(0.7/0.99995) + 0.3·ln(0.3/4.54e-5) = 2.389181.
+    #[test]
+    fn a_steps_shape_by_hand() {
+        let base = [0.0f32, -10.0, f32::NEG_INFINITY];
+        let lse = crate::metrics::log_sum_exp(&base, 1.0).unwrap();
+        let [top, tail, kl] = shape_of(&base, lse, &[0.7, 0.3, 0.0]);
+        assert_eq!(top, 0.7);
+        assert!((tail - 0.3).abs() < 1e-15);
+        assert!((kl - 2.389_181_096_844).abs() < 1e-9, "{kl}");
+        // Drawn from the base itself: no KL, and the base's own tail mass.
+        let p: Vec<f64> = base.iter().map(|&x| (f64::from(x) - lse).exp()).collect();
+        let [_, tail, kl] = shape_of(&base, lse, &p);
+        assert!(kl.abs() < 1e-12 && (tail - 4.539_786_87e-5).abs() < 1e-12);
+    }
+
+    /// The engine's processor carries adaptive-p's running average from step to step:
+    /// the host's draw, read from the context at the next call, enters it, so the second
+    /// step aims where the sampler's own memory says it should.
+    #[test]
+    fn the_recorder_carries_adaptive_p_memory_across_steps() {
+        use mistralrs_core::CustomLogitsProcessor;
+        let sampler = Sampler::AdaptiveP {
+            t: 1.0,
+            target: 0.5,
+            decay: 0.9,
+            min_p: 0.0,
+        };
+        let rec = Recorder {
+            sampler: sampler.clone(),
+            draws: None,
+            state: Mutex::new(State {
+                memory: sampler.memory(),
+                ..State::default()
+            }),
+        };
+        let x = [2.0f32, 1.0, 0.0, -1.0];
+        let logits = Tensor::new(&x[..], &candle_core::Device::Cpu).unwrap();
+        let step = |context: &[u32]| -> Vec<f32> {
+            rec.apply(&logits, context).unwrap().to_vec1().unwrap()
+        };
+        // The prompt's last token is not a draw: the first step aims at the target.
+        let first = step(&[7]);
+        let mut memory = sampler.memory();
+        let mut want = x.to_vec();
+        sampler.transform_in(&mut want, &mut memory);
+        assert_eq!(first, want);
+        // The host drew token 2; the next step aims by the average that includes it.
+        let second = step(&[7, 2]);
+        sampler.accept(&mut memory, 2);
+        let mut want = x.to_vec();
+        sampler.transform_in(&mut want, &mut memory);
+        assert_eq!(second, want);
+        assert_ne!(second, first);
+        assert_eq!(rec.state.lock().unwrap().memory, memory);
+    }
 
     #[test]
     fn a_draw_inverts_the_cumulative_distribution() {

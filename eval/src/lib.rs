@@ -6,6 +6,9 @@
 pub mod capture;
 pub mod confirm;
 pub mod decide;
+pub mod decisive;
+#[cfg(feature = "gemma")]
+pub mod decode;
 pub mod diversity;
 mod error;
 pub mod frontier;

@@ -24,6 +24,11 @@ pub enum Lm<'a> {
     /// weights ([`OnePass`]); everything else as [`Lm::Engine`].
     #[cfg(feature = "gemma")]
     EngineOnePass(&'a mistralrs::Model, &'a OnePass),
+    /// The engine's model through this crate's forward pass for samples (many rows as
+    /// one batch, [`OnePass::generate_rows`]) and judgements alike; the engine only for
+    /// its tokenizer and whatever else [`Lm::Engine`] does.
+    #[cfg(feature = "gemma")]
+    EngineNet(&'a mistralrs::Model, &'a OnePass),
 }
 
 impl<'a> Lm<'a> {
@@ -31,7 +36,7 @@ impl<'a> Lm<'a> {
     fn plain(self) -> Self {
         match self {
             #[cfg(feature = "gemma")]
-            Lm::EngineOnePass(m, _) => Lm::Engine(m),
+            Lm::EngineOnePass(m, _) | Lm::EngineNet(m, _) => Lm::Engine(m),
             other => other,
         }
     }
@@ -41,7 +46,7 @@ impl<'a> Lm<'a> {
         match self {
             Lm::Engine(m) => Some(m),
             #[cfg(feature = "gemma")]
-            Lm::EngineOnePass(m, _) => Some(m),
+            Lm::EngineOnePass(m, _) | Lm::EngineNet(m, _) => Some(m),
             #[cfg(feature = "gemma")]
             Lm::Gemma(_) => None,
         }
@@ -55,12 +60,17 @@ impl<'a> Lm<'a> {
         max_tokens: usize,
         seed: SplitMix,
     ) -> Result<(String, Trace), EvalError> {
+        #[cfg(feature = "gemma")]
+        if let Lm::EngineNet(..) = self {
+            let one = [(sampler, max_tokens, seed)];
+            return Ok(self.generate_many(prompt, &one, 1).await?.remove(0));
+        }
         match self.plain() {
             Lm::Engine(m) => generate::generate_seeded(m, prompt, sampler, max_tokens, seed).await,
             #[cfg(feature = "gemma")]
             Lm::Gemma(g) => run_blocking(|| g.generate_seeded(prompt, sampler, max_tokens, seed)),
             #[cfg(feature = "gemma")]
-            Lm::EngineOnePass(..) => unreachable!("plain() maps it to Engine"),
+            Lm::EngineOnePass(..) | Lm::EngineNet(..) => unreachable!("plain() maps it to Engine"),
         }
     }
 
@@ -72,7 +82,7 @@ impl<'a> Lm<'a> {
             #[cfg(feature = "gemma")]
             Lm::Gemma(g) => run_blocking(|| g.judge(prompt, continuation)),
             #[cfg(feature = "gemma")]
-            Lm::EngineOnePass(m, o) => o.judge(m, prompt, continuation).await,
+            Lm::EngineOnePass(m, o) | Lm::EngineNet(m, o) => o.judge(m, prompt, continuation).await,
         }
     }
 
@@ -88,7 +98,7 @@ impl<'a> Lm<'a> {
             #[cfg(feature = "gemma")]
             Lm::Gemma(g) => run_blocking(|| g.forced_rows(prompt, continuation)),
             #[cfg(feature = "gemma")]
-            Lm::EngineOnePass(..) => unreachable!("plain() maps it to Engine"),
+            Lm::EngineOnePass(..) | Lm::EngineNet(..) => unreachable!("plain() maps it to Engine"),
         }
     }
 
@@ -102,6 +112,11 @@ impl<'a> Lm<'a> {
         rows: &[(&Sampler, usize, SplitMix)],
         batch: usize,
     ) -> Result<Vec<(String, Trace)>, EvalError> {
+        #[cfg(feature = "gemma")]
+        if let Lm::EngineNet(m, o) = self {
+            // All of a prompt's rows as one batch, as Gemma's: `batch` bounds the engine.
+            return o.generate_rows(m, prompt, &rows_of(rows)).await;
+        }
         match self.plain() {
             Lm::Engine(_) => {
                 let mut out = Vec::with_capacity(rows.len());
@@ -116,19 +131,61 @@ impl<'a> Lm<'a> {
                 Ok(out)
             }
             #[cfg(feature = "gemma")]
-            Lm::Gemma(g) => {
-                let rows: Vec<Row<'_>> = rows
-                    .iter()
-                    .map(|(sampler, max_tokens, seed)| Row {
-                        sampler,
-                        max_tokens: *max_tokens,
-                        seed: seed.clone(),
-                    })
-                    .collect();
-                run_blocking(|| g.generate_rows(prompt, &rows))
-            }
+            Lm::Gemma(g) => run_blocking(|| g.generate_rows(prompt, &rows_of(rows))),
             #[cfg(feature = "gemma")]
-            Lm::EngineOnePass(..) => unreachable!("plain() maps it to Engine"),
+            Lm::EngineOnePass(..) | Lm::EngineNet(..) => unreachable!("plain() maps it to Engine"),
         }
     }
+
+    /// Seeded samples after several prompts, one per `(prompt index, sampler, max
+    /// tokens, seed)`, in order: on Gemma and through the one pass ([`Lm::EngineNet`]),
+    /// as the rows of one batched decode over all the prompts; on the engine, prompt by
+    /// prompt through [`Lm::generate_many`].
+    pub async fn generate_across(
+        self,
+        prompts: &[&str],
+        rows: &[(usize, &Sampler, usize, SplitMix)],
+        batch: usize,
+    ) -> Result<Vec<(String, Trace)>, EvalError> {
+        #[cfg(feature = "gemma")]
+        {
+            let batched: Vec<(usize, Row<'_>)> = rows
+                .iter()
+                .map(|&(p, sampler, max_tokens, ref seed)| {
+                    let seed = seed.clone();
+                    (
+                        p,
+                        Row {
+                            sampler,
+                            max_tokens,
+                            seed,
+                        },
+                    )
+                })
+                .collect();
+            match self {
+                Lm::EngineNet(m, o) => return o.generate_across(m, prompts, &batched).await,
+                Lm::Gemma(g) => return run_blocking(|| g.generate_across(prompts, &batched)),
+                _ => {}
+            }
+        }
+        let mut out = Vec::with_capacity(rows.len());
+        for &(p, sampler, max_tokens, ref seed) in rows {
+            let one = [(sampler, max_tokens, seed.clone())];
+            out.extend(self.generate_many(prompts[p], &one, batch).await?);
+        }
+        Ok(out)
+    }
+}
+
+/// The rows of a batched decode ([`Row`]) for `(sampler, max tokens, seed)` triples.
+#[cfg(feature = "gemma")]
+fn rows_of<'s>(rows: &[(&'s Sampler, usize, SplitMix)]) -> Vec<Row<'s>> {
+    rows.iter()
+        .map(|&(sampler, max_tokens, ref seed)| Row {
+            sampler,
+            max_tokens,
+            seed: seed.clone(),
+        })
+        .collect()
 }

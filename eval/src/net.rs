@@ -83,11 +83,15 @@ pub struct Net {
 }
 
 /// The keys and values of a batch of sequences of one length (each layer's
-/// [rows, kv heads, length, head dim]).
+/// [rows, kv heads, length, head dim]). Sequences that started shorter are padded on the
+/// left ([`Net::forward_padded`]): each row's pad positions, which its real positions do
+/// not see.
 #[derive(Clone, Default)]
 pub struct Cache {
     kv: Vec<(Tensor, Tensor)>,
     len: usize,
+    /// Per row, the pad positions at its start (empty: no row is padded).
+    pads: Vec<usize>,
 }
 
 impl Cache {
@@ -110,11 +114,23 @@ impl Cache {
             .iter()
             .map(|(k, v)| Ok((rep(k)?, rep(v)?)))
             .collect::<Result<_>>()?;
-        Ok(Cache { kv, len: self.len })
+        let pads = match self.pads.first() {
+            Some(&p) => vec![p; rows],
+            None => vec![],
+        };
+        Ok(Cache {
+            kv,
+            len: self.len,
+            pads,
+        })
     }
 
-    /// Keeps the rows `rows` (in that order), dropping the others.
+    /// Keeps the rows `rows` (in that order; a row named twice is copied), dropping the
+    /// others.
     pub fn keep(&mut self, rows: &[usize]) -> Result<()> {
+        if !self.pads.is_empty() {
+            self.pads = rows.iter().map(|&r| self.pads[r]).collect();
+        }
         let Some((k0, _)) = self.kv.first() else {
             return Ok(());
         };
@@ -248,10 +264,23 @@ impl Net {
         let start = cache.len;
         let ropes = [self.rope(0, start, s)?, self.rope(1, start, s)?];
         let n_rep = self.shape.n_head / self.shape.n_kv_head;
-        let masks = [
-            mask(start, s, Some(self.shape.window), n_rep, &self.device)?,
-            mask(start, s, None, n_rep, &self.device)?,
-        ];
+        let masks = match cache.pads.iter().any(|&p| p > 0) {
+            false => [
+                mask(start, s, Some(self.shape.window), n_rep, &self.device)?,
+                mask(start, s, None, n_rep, &self.device)?,
+            ],
+            true => [
+                padded_mask(
+                    start,
+                    s,
+                    Some(self.shape.window),
+                    n_rep,
+                    &cache.pads,
+                    &self.device,
+                )?,
+                padded_mask(start, s, None, n_rep, &cache.pads, &self.device)?,
+            ],
+        };
         for (i, l) in self.layers.iter().enumerate() {
             let g = usize::from(!l.sliding);
             let h = rms_norm(&x, &l.attn_norm, self.shape.eps)?;
@@ -273,6 +302,32 @@ impl Net {
         }
         cache.len += s;
         rms_norm(&x, &self.norm, self.shape.eps)
+    }
+
+    /// The final hidden state after each of `prompts` (one row each, [rows, d]), read as
+    /// one batch: the shorter ones padded on the left with token `pad`, which the real
+    /// positions do not see (`cache` takes the pads). RoPE sees only relative positions,
+    /// so each row reads as it would alone, up to the rounding of a bigger product.
+    pub fn forward_padded(
+        &self,
+        prompts: &[&[u32]],
+        pad: u32,
+        cache: &mut Cache,
+    ) -> Result<Tensor> {
+        let len = prompts.iter().map(|p| p.len()).max().unwrap_or(0);
+        if len == 0 || !cache.is_empty() {
+            candle_core::bail!("padded rows start a fresh cache from non-empty prompts");
+        }
+        cache.pads = prompts.iter().map(|p| len - p.len()).collect();
+        let ids: Vec<u32> = prompts
+            .iter()
+            .flat_map(|p| std::iter::repeat_n(pad, len - p.len()).chain(p.iter().copied()))
+            .collect();
+        let h = self.forward(&ids, prompts.len(), cache)?;
+        let last: Vec<u32> = (0..prompts.len())
+            .map(|r| (r * len + len - 1) as u32)
+            .collect();
+        h.index_select(&Tensor::new(last.as_slice(), &self.device)?, 0)
     }
 
     /// One pass over `context` and `cont`: `each(logits, token)` for every token of `cont`
@@ -461,9 +516,61 @@ fn mask(
     Tensor::from_vec(m, (n_rep * s, len), device).map(Some)
 }
 
+/// [`mask`] for rows padded on the left ([rows, 1, n_rep · s, start + s]): row r's
+/// real positions do not see its first `pads[r]` positions; a pad position sees itself
+/// (a query with no key would turn its softmax into NaN, which would reach the real
+/// positions through the values even at weight 0).
+fn padded_mask(
+    start: usize,
+    s: usize,
+    window: Option<usize>,
+    n_rep: usize,
+    pads: &[usize],
+    device: &Device,
+) -> Result<Option<Tensor>> {
+    let len = start + s;
+    let m: Vec<f32> = pads
+        .iter()
+        .flat_map(|&pad| {
+            (0..n_rep).flat_map(move |_| {
+                (0..s).flat_map(move |i| {
+                    let p = start + i;
+                    (0..len).map(move |j| {
+                        let seen = visible(p, j, window) && (j >= pad || j == p);
+                        if seen {
+                            0.0
+                        } else {
+                            f32::NEG_INFINITY
+                        }
+                    })
+                })
+            })
+        })
+        .collect();
+    Tensor::from_vec(m, (pads.len(), 1, n_rep * s, len), device).map(Some)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_padded_mask_hides_each_rows_pads() {
+        // Two rows of three positions, the second padded by one: its real positions (1,
+        // 2) do not see position 0, which sees itself.
+        let m = padded_mask(0, 3, None, 1, &[0, 1], &Device::Cpu)
+            .unwrap()
+            .unwrap();
+        assert_eq!(m.dims(), &[2, 1, 3, 3]);
+        let v: Vec<f32> = m.flatten_all().unwrap().to_vec1().unwrap();
+        let inf = f32::NEG_INFINITY;
+        #[rustfmt::skip]
+        let want = [
+            0.0, inf, inf,   0.0, 0.0, inf,   0.0, 0.0, 0.0,
+            0.0, inf, inf,   inf, 0.0, inf,   inf, 0.0, 0.0,
+        ];
+        assert_eq!(v, want);
+    }
 
     #[test]
     fn the_mask_is_causal_and_slides() {

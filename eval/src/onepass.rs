@@ -11,13 +11,16 @@ use candle_core::quantized::gguf_file::Content;
 use either::Either;
 use mistralrs::{TextMessageRole, TextMessages};
 
-use super::generate::Judged;
+use super::decode::{decode_across, Row};
+use super::generate::{Judged, Trace};
 use super::net::Net;
 use super::EvalError;
 
-/// The engine model's weights for one-pass judgements.
+/// The engine model's weights for one-pass judgements and batched samples.
 pub struct OnePass {
     net: Net,
+    /// The tokens a reply ends at (the GGUF's end-of-sequence token, as the engine ends).
+    stops: Vec<u32>,
 }
 
 impl OnePass {
@@ -30,7 +33,11 @@ impl OnePass {
         let mut file = std::fs::File::open(&path).map_err(EvalError::io("opening", &path))?;
         let ct = Content::read(&mut file).map_err(EvalError::engine)?;
         let net = Net::load(&ct, &mut file, None).map_err(EvalError::engine)?;
-        Ok(OnePass { net })
+        let stops = match ct.metadata.get("tokenizer.ggml.eos_token_id") {
+            Some(v) => vec![v.to_u32().map_err(EvalError::engine)?],
+            None => vec![],
+        };
+        Ok(OnePass { net, stops })
     }
 
     /// The log-probability of each token of `continuation` as `model`'s reply to
@@ -54,5 +61,51 @@ impl OnePass {
         let logprobs = super::run_blocking(|| self.net.forced_logprobs(&context, &cont))
             .map_err(EvalError::engine)?;
         Ok(Judged { logprobs })
+    }
+
+    /// Seeded samples of `model`'s reply to `prompt`, one per row, decoded as one batch
+    /// through this crate's forward pass over the tokens the engine reads (its chat
+    /// template), and read back into text by the engine's tokenizer ([`Self::generate_across`]).
+    pub async fn generate_rows(
+        &self,
+        model: &mistralrs::Model,
+        prompt: &str,
+        rows: &[Row<'_>],
+    ) -> Result<Vec<(String, Trace)>, EvalError> {
+        let rows: Vec<(usize, Row<'_>)> = rows.iter().map(|r| (0, r.clone())).collect();
+        self.generate_across(model, &[prompt], &rows).await
+    }
+
+    /// Seeded samples after several prompts at once (`(prompt index, row)`), decoded as
+    /// one batch ([`decode_across`]) over the tokens the engine reads (its chat template),
+    /// and read back into text by the engine's tokenizer. What the engine would draw from
+    /// the same streams, up to the engine computing in F16 where this computes in f32.
+    pub async fn generate_across(
+        &self,
+        model: &mistralrs::Model,
+        prompts: &[&str],
+        rows: &[(usize, Row<'_>)],
+    ) -> Result<Vec<(String, Trace)>, EvalError> {
+        let mut contexts = Vec::with_capacity(prompts.len());
+        for prompt in prompts {
+            let messages = TextMessages::new().add_message(TextMessageRole::User, *prompt);
+            contexts.push(
+                model
+                    .tokenize(Either::Left(messages), None, true, true, None)
+                    .await
+                    .map_err(EvalError::engine)?,
+            );
+        }
+        let contexts: Vec<&[u32]> = contexts.iter().map(|c| c.as_slice()).collect();
+        let done = super::run_blocking(|| decode_across(&self.net, &contexts, &self.stops, rows))?;
+        let mut out = Vec::with_capacity(done.len());
+        for (ids, trace) in done {
+            let text = model
+                .detokenize(ids, true)
+                .await
+                .map_err(EvalError::engine)?;
+            out.push((text, trace));
+        }
+        Ok(out)
     }
 }

@@ -918,8 +918,14 @@ mod tests {
             .points
             .iter()
             .any(|p| p.knob == shipped && p.stats.tail_mass > 0.0);
-        let lines = Family::ALL.map(|f| (f.color(), on_log_axis(f)));
-        for (c, on_log) in lines.into_iter().chain([("#e377c2", shipped_on)]) {
+        // The families the fixture screens (adaptive-p is not among them: no line).
+        let present = |f: &Family| levels[0].points.iter().any(|p| p.family == *f);
+        let lines = Family::ALL
+            .into_iter()
+            .filter(present)
+            .map(|f| (f.color(), on_log_axis(f)));
+        assert!(polylines(&svg, Family::AdaptiveP.color()).is_empty());
+        for (c, on_log) in lines.chain([("#e377c2", shipped_on)]) {
             let drawn = polylines(&svg, c);
             assert_eq!(drawn.len(), 1 + usize::from(on_log), "{c}");
             assert!(drawn.iter().all(|l| l.len() == 2), "{c}");

@@ -82,6 +82,21 @@ pub enum Sampler {
         /// The entropy bound's ratio.
         alpha: f64,
     },
+    /// llama.cpp's adaptive-p (pull request 17927) in its chain: a min-p cut on the raw
+    /// logits, temperature, then the transform around an adapted target probability
+    /// (see [`adaptive_p`]), which keeps a running average of the drawn tokens'
+    /// probabilities ([`Memory`]). Offline, without a history, it runs at its fixed
+    /// point: the running average equal to `target`.
+    AdaptiveP {
+        /// T, applied before the transform as llama.cpp's chain applies it.
+        t: f64,
+        /// The target probability.
+        target: f64,
+        /// The running average's decay (clamped to [0, 0.99] as llama.cpp does).
+        decay: f64,
+        /// The min-p ratio cut before it (0: no cut).
+        min_p: f64,
+    },
     /// HLG: the curve, then temperature.
     Hlg {
         /// T (the mid gain).
@@ -103,6 +118,7 @@ impl Sampler {
             | Sampler::DynamicTemperature { t, .. }
             | Sampler::PLess { t }
             | Sampler::TopH { t, .. }
+            | Sampler::AdaptiveP { t, .. }
             | Sampler::Hlg { t, .. } => t,
         }
     }
@@ -128,6 +144,17 @@ impl Sampler {
             },
             Sampler::PLess { .. } => Sampler::PLess { t },
             &Sampler::TopH { alpha, .. } => Sampler::TopH { t, alpha },
+            &Sampler::AdaptiveP {
+                target,
+                decay,
+                min_p,
+                ..
+            } => Sampler::AdaptiveP {
+                t,
+                target,
+                decay,
+                min_p,
+            },
             Sampler::Hlg { hlg, .. } => Sampler::Hlg {
                 t,
                 hlg: hlg.clone(),
@@ -151,6 +178,12 @@ impl Sampler {
             } => format!("dynamic_temperature {low} {high} {exponent}"),
             Sampler::PLess { .. } => "p_less".into(),
             Sampler::TopH { alpha, .. } => format!("top_h {alpha}"),
+            Sampler::AdaptiveP {
+                target,
+                decay,
+                min_p,
+                ..
+            } => format!("adaptive_p {target} {decay} {min_p}"),
             Sampler::Hlg { hlg, .. } => format!("hlg {}", hlg.curve().toe_shape().name()),
         }
     }
@@ -184,6 +217,11 @@ impl Sampler {
                 drop_where(x, &q, |p| p < floor);
             }
             &Sampler::TopH { t, alpha } => top_h(x, t, alpha),
+            &Sampler::AdaptiveP {
+                t, target, min_p, ..
+            } => {
+                adaptive_p(x, t, min_p, target.clamp(0.0, 1.0));
+            }
             &Sampler::TopNSigma { n, .. } => {
                 // The population standard deviation of the finite logits, in f64.
                 let finite = || x.iter().filter(|v| v.is_finite()).map(|&v| f64::from(v));
@@ -210,12 +248,118 @@ impl Sampler {
         }
     }
 
+    /// A sequence's memory for this sampler, at its start: adaptive-p's running average
+    /// primed at its target (as llama.cpp primes it); nothing for the others.
+    pub fn memory(&self) -> Memory {
+        match *self {
+            Sampler::AdaptiveP { target, decay, .. } => {
+                let d = decay.clamp(0.0, ADAPTIVE_P_MAX_DECAY);
+                Memory {
+                    sums: Some((target / (1.0 - d), 1.0 / (1.0 - d))),
+                    original: vec![],
+                }
+            }
+            _ => Memory::default(),
+        }
+    }
+
+    /// [`Sampler::transform`] within a sequence: adaptive-p aims at the target adapted
+    /// to `memory`'s running average and keeps the probabilities it reshaped, for
+    /// [`Sampler::accept`].
+    pub fn transform_in(&self, x: &mut [f32], memory: &mut Memory) {
+        match (self, memory.sums) {
+            (
+                &Sampler::AdaptiveP {
+                    t, target, min_p, ..
+                },
+                Some((sum, weight)),
+            ) => {
+                let target = target.clamp(0.0, 1.0);
+                let adapted = (2.0 * target - sum / weight).clamp(0.0, 1.0);
+                memory.original = adaptive_p(x, t, min_p, adapted);
+            }
+            _ => self.transform(x),
+        }
+    }
+
+    /// The token the sequence drew after [`Sampler::transform_in`]: adaptive-p's running
+    /// average takes its probability before the reshaping (llama.cpp's `accept`).
+    pub fn accept(&self, memory: &mut Memory, token: usize) {
+        if let (&Sampler::AdaptiveP { decay, .. }, Some((sum, weight))) = (self, memory.sums) {
+            if let Some(&p) = memory.original.get(token) {
+                let d = decay.clamp(0.0, ADAPTIVE_P_MAX_DECAY);
+                memory.sums = Some((p + d * sum, 1.0 + d * weight));
+            }
+            memory.original.clear();
+        }
+    }
+
     /// Entropy (nats) of the distribution this sampler draws from at `x`.
     pub fn entropy(&self, x: &[f32]) -> f64 {
         let mut y = x.to_vec();
         self.transform(&mut y);
         entropy_of(&probs(&y, self.temperature()))
     }
+}
+
+/// What a sampler carries from one token of a sequence to the next (adaptive-p's
+/// running sums and the probabilities of its last step); empty for the others.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Memory {
+    /// adaptive-p's Σ decayᶦ·pᵢ and Σ decayᶦ over the drawn tokens.
+    sums: Option<(f64, f64)>,
+    /// The last step's probabilities before the reshaping, by token.
+    original: Vec<f64>,
+}
+
+impl Memory {
+    /// adaptive-p's running average of the drawn tokens' probabilities.
+    pub fn average(&self) -> Option<f64> {
+        self.sums.map(|(s, w)| s / w)
+    }
+}
+
+/// adaptive-p's largest decay (llama.cpp clamps it there).
+pub const ADAPTIVE_P_MAX_DECAY: f64 = 0.99;
+/// adaptive-p's constants in llama.cpp: the width of the favoured band of probability,
+/// the logit at the target, and the steepness.
+const ADAPTIVE_P_WIDTH: f64 = 0.3;
+const ADAPTIVE_P_PEAK: f64 = 5.0;
+const ADAPTIVE_P_SHARPNESS: f64 = 10.0;
+
+/// adaptive-p in place, as llama.cpp chains it: tokens whose logit is below the largest
+/// plus ln `min_p` are dropped (min-p on the raw logits), the rest tempered by `t` and
+/// softmaxed into p, and each kept token's logit becomes
+/// `t · (5 − 10·d²/(1 + d))` with d = |p − `aim`| / 0.3 (the host's division by `t`
+/// then leaves adaptive-p's own logits, which llama.cpp samples without a temperature).
+/// Returns p by token (0 for the dropped).
+pub fn adaptive_p(x: &mut [f32], t: f64, min_p: f64, aim: f64) -> Vec<f64> {
+    let top = x
+        .iter()
+        .copied()
+        .filter(|v| v.is_finite())
+        .fold(f32::NEG_INFINITY, f32::max);
+    if !top.is_finite() {
+        return vec![0.0; x.len()];
+    }
+    if min_p > 0.0 {
+        let floor = f64::from(top) + min_p.ln();
+        for v in x.iter_mut() {
+            // Below the floor, or NaN: dropped.
+            let kept = f64::from(*v) >= floor;
+            if !kept {
+                *v = f32::NEG_INFINITY;
+            }
+        }
+    }
+    let p = probs(x, t);
+    for (v, &q) in x.iter_mut().zip(&p) {
+        if v.is_finite() {
+            let d = (q - aim).abs() / ADAPTIVE_P_WIDTH;
+            *v = (t * (ADAPTIVE_P_PEAK - ADAPTIVE_P_SHARPNESS * d * d / (1.0 + d))) as f32;
+        }
+    }
+    p
 }
 
 /// Sets `x[i]` to `-inf` where `drop(q[i])`.
@@ -355,6 +499,63 @@ pub fn mean_entropy<'a>(s: &Sampler, rows: impl Iterator<Item = &'a [f32]>) -> f
     sum / n.max(1) as f64
 }
 
+/// The setting of `s` whose mean entropy over `rows` is `target`, and the entropy
+/// reached. Every sampler but adaptive-p is matched by its temperature ([`match_entropy`]
+/// on `[lo, hi]`). adaptive-p keeps its T and is matched by its min-p cut, on a log scale
+/// over [1e-6, 1]: the cut bounds its entropy by the log of the number of tokens kept,
+/// whatever T (on the embedded model no T up to 8 reaches plain temperature's entropy at
+/// T = 0.8 with a cut of 0.05), and T moves it both ways (at T → 0 and T → ∞ alike the
+/// kept tokens' probabilities sit equally far from the target). A lower cut lets in more
+/// of the tail, so its entropy falls as the cut rises.
+pub fn match_setting<'a, I: Iterator<Item = &'a [f32]>>(
+    s: &Sampler,
+    target: f64,
+    rows: impl Fn() -> I,
+    lo: f64,
+    hi: f64,
+) -> (Sampler, f64) {
+    match *s {
+        Sampler::AdaptiveP {
+            t,
+            target: aim,
+            decay,
+            ..
+        } => {
+            let at = |ln_cut: f64| Sampler::AdaptiveP {
+                t,
+                target: aim,
+                decay,
+                min_p: round_sig(ln_cut.exp()),
+            };
+            let (mut lo, mut hi) = (1e-6f64.ln(), 0.0f64);
+            for _ in 0..40 {
+                let mid = 0.5 * (lo + hi);
+                if mean_entropy(&at(mid), rows()) > target {
+                    lo = mid;
+                } else {
+                    hi = mid;
+                }
+                if hi - lo < 1e-4 {
+                    break;
+                }
+            }
+            let s = at(0.5 * (lo + hi));
+            let h = mean_entropy(&s, rows());
+            (s, h)
+        }
+        _ => {
+            let (t, h) = match_entropy(s, target, rows, lo, hi);
+            (s.at(t), h)
+        }
+    }
+}
+
+/// `v` to 6 significant digits (a matched cut reads back from JSON as written).
+fn round_sig(v: f64) -> f64 {
+    let scale = 10f64.powi(5 - v.abs().log10().floor() as i32);
+    (v * scale).round() / scale
+}
+
 /// The temperature at which `s` has mean entropy `target` over `rows` (`rows` is called
 /// once per trial), found by bisection on `[lo, hi]`; mean entropy grows with T for every
 /// method here. Returns the temperature and the entropy reached.
@@ -384,6 +585,156 @@ pub fn match_entropy<'a, I: Iterator<Item = &'a [f32]>>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// adaptive-p against a hand computation (Python's math module, from the formulas of
+    /// llama.cpp's description): logits [2, 1, 0, −3], min-p 0.1 (floor 2 + ln 0.1 =
+    /// −0.303: the last token goes), p = softmax([2, 1, 0]) = [0.66524, 0.24473,
+    /// 0.09003], and at the fixed point (aim 0.5) d = |p − 0.5| / 0.3 and 5 − 10·d²/(1 + d).
+    #[test]
+    fn adaptive_p_matches_a_hand_computation() {
+        let close = |a: f64, b: f64| (a - b).abs() < 2e-6;
+        for t in [1.0, 2.0] {
+            let s = Sampler::AdaptiveP {
+                t,
+                target: 0.5,
+                decay: 0.9,
+                min_p: 0.1,
+            };
+            let mut y = vec![2.0f32, 1.0, 0.0, -3.0];
+            s.transform(&mut y);
+            // The host divides by T: what is left is adaptive-p's own logits.
+            let got: Vec<f64> = y[..3].iter().map(|&v| f64::from(v) / t).collect();
+            let want = match t {
+                1.0 => [3.043_696_63, 1.088_186_88, -2.891_181_63],
+                // p = softmax([1, 0.5, 0]) = [0.50648, 0.30720, 0.18632].
+                _ => [4.995_432_50, 2.485_584_68, -0.344_446_81],
+            };
+            assert!(
+                got.iter().zip(want).all(|(&g, w)| close(g, w)),
+                "T = {t}: {got:?}"
+            );
+            assert_eq!(y[3], f32::NEG_INFINITY);
+        }
+    }
+
+    /// The running average across two steps: primed at the target (sums 5 and 10 at
+    /// decay 0.9), then the drawn token's probability before the reshaping (0.24473)
+    /// enters it: (0.24473 + 0.9·5) / (1 + 0.9·10) = 0.474473, so the next step aims at
+    /// 2·0.5 − 0.474473 = 0.525527.
+    #[test]
+    fn adaptive_p_aims_by_its_running_average() {
+        let s = Sampler::AdaptiveP {
+            t: 1.0,
+            target: 0.5,
+            decay: 0.9,
+            min_p: 0.1,
+        };
+        let mut memory = s.memory();
+        assert_eq!(memory.average(), Some(0.5));
+        let x = vec![2.0f32, 1.0, 0.0, -3.0];
+        let (mut first, mut fixed) = (x.clone(), x.clone());
+        s.transform_in(&mut first, &mut memory);
+        s.transform(&mut fixed);
+        assert_eq!(first, fixed, "a primed memory aims at the target");
+        s.accept(&mut memory, 1);
+        assert!((memory.average().unwrap() - 0.474_472_847).abs() < 1e-8);
+        let mut second = x.clone();
+        s.transform_in(&mut second, &mut memory);
+        let want = [3.520_253_66, 0.474_742_96, -3.595_429_55];
+        for (g, w) in second[..3].iter().zip(want) {
+            assert!((f64::from(*g) - w).abs() < 2e-6, "{second:?}");
+        }
+        // A token accepted twice, or with no step before it, changes nothing.
+        let before = memory.clone();
+        s.accept(&mut memory, 0);
+        s.accept(&mut memory, 0);
+        assert_ne!(memory, before);
+        let once = memory.clone();
+        s.accept(&mut memory, 0);
+        assert_eq!(memory, once);
+        // Other samplers carry nothing.
+        let mut none = Sampler::Temperature { t: 1.0 }.memory();
+        assert_eq!(none, Memory::default());
+        Sampler::Temperature { t: 1.0 }.accept(&mut none, 0);
+        assert_eq!(none, Memory::default());
+    }
+
+    /// adaptive-p is matched by its cut: over rows of a Zipf-like vocabulary its mean
+    /// entropy falls as the cut rises, and the matched setting reaches the target.
+    #[test]
+    fn adaptive_p_is_matched_by_its_cut() {
+        let rows: Vec<Vec<f32>> = (0..6)
+            .map(|r| {
+                (0..2000)
+                    .map(|i| -(1.0 + r as f32 * 0.2) * ((i + 1) as f32).ln())
+                    .collect()
+            })
+            .collect();
+        let at = |min_p| Sampler::AdaptiveP {
+            t: 1.0,
+            target: 0.5,
+            decay: 0.9,
+            min_p,
+        };
+        let h = |min_p| mean_entropy(&at(min_p), rows.iter().map(|r| r.as_slice()));
+        let cuts = [1e-5, 1e-4, 1e-3, 1e-2, 0.1, 0.5];
+        for w in cuts.windows(2) {
+            assert!(h(w[0]) > h(w[1]), "{:?}: {} vs {}", w, h(w[0]), h(w[1]));
+        }
+        let target = h(3e-3);
+        let (s, reached) = match_setting(
+            &at(0.05),
+            target,
+            || rows.iter().map(|r| r.as_slice()),
+            0.05,
+            8.0,
+        );
+        assert!(
+            (reached - target).abs() < 1e-3 * target,
+            "{reached} vs {target}"
+        );
+        let Sampler::AdaptiveP { min_p, t, .. } = s else {
+            panic!("{s:?}")
+        };
+        assert_eq!(t, 1.0);
+        assert!((min_p / 3e-3 - 1.0).abs() < 0.01, "{min_p}");
+    }
+
+    /// The decay is clamped as llama.cpp clamps it, and a target outside [0, 1] aims at
+    /// its nearest end; no logit that was -inf or NaN comes back finite.
+    #[test]
+    fn adaptive_p_keeps_to_its_ranges() {
+        let s = Sampler::AdaptiveP {
+            t: 1.0,
+            target: 0.5,
+            decay: 5.0,
+            min_p: 0.0,
+        };
+        let m = s.memory();
+        assert_eq!(m.average(), Some(0.5));
+        assert!((m.sums.unwrap().1 - 100.0).abs() < 1e-9);
+        let mut y = vec![1.0f32, f32::NEG_INFINITY, f32::NAN, 0.5];
+        s.transform(&mut y);
+        assert!(y[0].is_finite() && y[3].is_finite());
+        assert_eq!(y[1], f32::NEG_INFINITY);
+        assert!(!y[2].is_finite());
+        let (mut hi, mut one) = (vec![2.0f32, 1.0], vec![2.0f32, 1.0]);
+        Sampler::AdaptiveP {
+            t: 1.0,
+            target: 1.7,
+            decay: 0.9,
+            min_p: 0.0,
+        }
+        .transform(&mut hi);
+        Sampler::AdaptiveP {
+            t: 1.0,
+            target: 1.0,
+            decay: 0.9,
+            min_p: 0.0,
+        }
+        .transform(&mut one);
+        assert_eq!(hi, one);
+    }
 
     /// Top-p and top-H as they were first written: one full sort, one cut.
     fn full_sort_reference(x: &mut [f32], s: &Sampler) {

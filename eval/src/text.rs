@@ -107,6 +107,16 @@ pub fn distinct_n(samples: &[Vec<String>], n: usize) -> f64 {
     }
 }
 
+/// The share of a sample's n-grams that repeat an n-gram earlier in the same sample (0
+/// when it has none): 0 for text that never repeats itself, near 1 for a loop.
+pub fn repeated_ngrams(words: &[String], n: usize) -> f64 {
+    let total = words.len().saturating_sub(n - 1);
+    if n == 0 || total == 0 {
+        return 0.0;
+    }
+    total.saturating_sub(ngrams(words, n).len()) as f64 / total as f64
+}
+
 /// BLEU-4 of `candidate` against `refs`: clipped n-gram precisions (an n with no match
 /// counts 0.1 matches, NLTK's "method 1"), geometric mean, brevity penalty against the
 /// closest reference length. 0 for an empty candidate.
@@ -194,6 +204,18 @@ pub fn pooled_entropy(samples: &[Vec<String>]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn repeated_ngrams_count_repeats_within_a_sample() {
+        let w = |t: &str| words(t);
+        assert_eq!(repeated_ngrams(&w("a b c d e f"), 4), 0.0);
+        // "a b c d a b c d": 5 four-grams, of which "a b c d" comes again (1 repeat).
+        assert_eq!(repeated_ngrams(&w("a b c d a b c d"), 4), 1.0 / 5.0);
+        // A loop: 9 four-grams, 3 distinct.
+        assert_eq!(repeated_ngrams(&w("x y z x y z x y z x y z"), 4), 6.0 / 9.0);
+        assert_eq!(repeated_ngrams(&w("a b c"), 4), 0.0);
+        assert_eq!(repeated_ngrams(&[], 4), 0.0);
+    }
 
     #[test]
     fn non_words_are_counted_against_the_list() {

@@ -190,7 +190,7 @@ fn interpolate(
 /// Mean of the paired differences and its percentile bootstrap interval at
 /// `1 − alpha`, resampling prompts; and the two-sided bootstrap p-value of "no
 /// difference".
-fn bootstrap(d: &[f64], alpha: f64, rng: &mut SplitMix) -> (f64, f64, f64, f64) {
+pub(crate) fn bootstrap(d: &[f64], alpha: f64, rng: &mut SplitMix) -> (f64, f64, f64, f64) {
     let n = d.len();
     let mean = d.iter().sum::<f64>() / n as f64;
     let mut means: Vec<f64> = (0..RESAMPLES)
@@ -207,6 +207,12 @@ fn bootstrap(d: &[f64], alpha: f64, rng: &mut SplitMix) -> (f64, f64, f64, f64) 
     let above = means.iter().filter(|&&m| m >= 0.0).count() as f64 / RESAMPLES as f64;
     let p = (2.0 * below.min(above)).min(1.0);
     (mean, q(alpha / 2.0), q(1.0 - alpha / 2.0), p)
+}
+
+/// [`bootstrap`] from its own stream, seeded by `seed`: the decisive evaluation's
+/// intervals (`eval::decide`), the same resampling as this verdict's.
+pub fn bootstrap_interval(d: &[f64], alpha: f64, seed: u64) -> (f64, f64, f64, f64) {
+    bootstrap(d, alpha, &mut SplitMix(seed))
 }
 
 /// The rule on one comparison's corrected intervals.
@@ -340,6 +346,7 @@ mod tests {
                 trace: crate::generate::Trace {
                     entropy: vec![h; 3],
                     base_logprob: vec![-1.0; 3],
+                    shape: vec![],
                 },
                 judged: Some(crate::generate::Judged {
                     logprobs: vec![lp; 4],

@@ -50,3 +50,128 @@ async fn one_pass_reads_what_the_engine_reads() {
     assert!(worst < 0.75, "{worst}");
     assert!(bias.abs() < 0.05, "{bias}");
 }
+
+/// Samples through the one pass ([`OnePass::generate_rows`], what `Lm::EngineNet` runs):
+/// rows decoded as one batch are the rows decoded alone; an adaptive-p row's running
+/// average moves its draws (the same stream with a different decay draws differently);
+/// and every row records its thesis measures.
+#[tokio::test(flavor = "multi_thread")]
+async fn one_pass_samples_in_batches_as_alone() {
+    use mistralrs_hlg::HlgConfig;
+    use mistralrs_hlg_eval::decode::Row;
+    let model = capture::load_model(None).await.unwrap();
+    let onepass = OnePass::load(None).unwrap();
+    let p = prompts::OPEN_ENDED_MORE[1];
+    let adaptive = |decay| Sampler::AdaptiveP {
+        t: 1.0,
+        target: 0.5,
+        decay,
+        min_p: 0.01,
+    };
+    let samplers = [
+        Sampler::Temperature { t: 1.0 },
+        Sampler::Hlg {
+            t: 1.0,
+            hlg: HlgConfig::default().resolved(true),
+        },
+        adaptive(0.9),
+        adaptive(0.0),
+    ];
+    let rows: Vec<Row<'_>> = samplers
+        .iter()
+        .enumerate()
+        .map(|(i, s)| Row {
+            sampler: s,
+            // One row stops early: the batch goes on without it.
+            max_tokens: if i == 1 { 6 } else { 20 },
+            // The two adaptive-p rows share a stream.
+            seed: SplitMix(50 + i.min(2) as u64),
+        })
+        .collect();
+    let batched = onepass.generate_rows(&model, p, &rows).await.unwrap();
+    for (r, (text, trace)) in rows.iter().zip(&batched) {
+        let alone = onepass
+            .generate_rows(&model, p, std::slice::from_ref(r))
+            .await
+            .unwrap()
+            .remove(0);
+        assert_eq!(*text, alone.0);
+        assert_eq!(trace.entropy.len(), alone.1.entropy.len());
+        for (a, b) in trace.base_logprob.iter().zip(&alone.1.base_logprob) {
+            assert!((a - b).abs() < 1e-4, "{a} {b}");
+        }
+        assert_eq!(trace.shape.len(), trace.entropy.len());
+    }
+    assert_eq!(batched[1].1.entropy.len(), 6);
+    assert_ne!(
+        batched[2].0, batched[3].0,
+        "the running average moved nothing"
+    );
+}
+
+/// Rows after different prompts decoded as one batch (the shorter prompts padded on the
+/// left, `decode::decode_across`) are the rows of each prompt decoded alone.
+#[tokio::test(flavor = "multi_thread")]
+async fn rows_across_prompts_are_the_rows_alone() {
+    use mistralrs_hlg_eval::decode::Row;
+    let model = capture::load_model(None).await.unwrap();
+    let onepass = OnePass::load(None).unwrap();
+    // Prompts of different lengths, so that two of the three are padded.
+    let ps = [prompts::OPEN_ENDED[0], "Hi.", prompts::OPEN_ENDED_MORE[5]];
+    let s = Sampler::Temperature { t: 1.0 };
+    let rows: Vec<(usize, Row<'_>)> = (0..6)
+        .map(|i| {
+            let row = Row {
+                sampler: &s,
+                max_tokens: 16,
+                seed: SplitMix(70 + i as u64),
+            };
+            (i % 3, row)
+        })
+        .collect();
+    let across = onepass.generate_across(&model, &ps, &rows).await.unwrap();
+    for ((p, row), (text, trace)) in rows.iter().zip(&across) {
+        let alone = onepass
+            .generate_rows(&model, ps[*p], std::slice::from_ref(row))
+            .await
+            .unwrap()
+            .remove(0);
+        assert_eq!(*text, alone.0, "prompt {p}");
+        for (a, b) in trace.base_logprob.iter().zip(&alone.1.base_logprob) {
+            assert!((a - b).abs() < 1e-3, "prompt {p}: {a} {b}");
+        }
+    }
+}
+
+/// A near-greedy row through the one pass draws with no entropy, and its text reads
+/// back as what the engine's own judge scores.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_near_greedy_row_reads_back_as_the_engine_reads_it() {
+    use mistralrs_hlg_eval::decode::Row;
+    let model = capture::load_model(None).await.unwrap();
+    let onepass = OnePass::load(None).unwrap();
+    let p = prompts::OPEN_ENDED_MORE[1];
+    let cold = Sampler::Temperature { t: 0.01 };
+    let row = Row {
+        sampler: &cold,
+        max_tokens: 12,
+        seed: SplitMix(9),
+    };
+    let (text, trace) = onepass
+        .generate_rows(&model, p, &[row])
+        .await
+        .unwrap()
+        .remove(0);
+    assert!(
+        trace.entropy.iter().all(|&h| h < 1e-3),
+        "{:?}",
+        trace.entropy
+    );
+    // Read back, the text may tokenize into fewer pieces than were drawn (the engine's
+    // tokenizer merges what the draws left apart), as every judged sample does.
+    let judged = onepass.judge(&model, p, &text).await.unwrap();
+    assert!((1..=12).contains(&judged.tokens()), "{text:?}");
+    let engine = judge(&model, p, &text).await.unwrap();
+    assert_eq!(engine.tokens(), judged.tokens());
+    assert!((engine.mean_logprob() - judged.mean_logprob()).abs() < 0.1);
+}

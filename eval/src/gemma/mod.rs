@@ -15,16 +15,16 @@ use std::path::{Path, PathBuf};
 use candle_core::quantized::gguf_file::Content;
 use candle_core::IndexOp;
 use mistralrs_hlg::model::WheelModel;
-use rayon::prelude::*;
 
 use super::capture::{Capture, CaptureConfig};
+use super::decode::{decode_across, decode_rows};
 use super::generate::{draw, Judged, SplitMix, Trace};
-use super::metrics::log_sum_exp;
-use super::sampler::{entropy_of, probs, Sampler};
+use super::sampler::{probs, Sampler};
 use super::EvalError;
 
 mod vocab;
 
+pub use super::decode::Row;
 pub use super::net::{Activation, Cache, Net};
 pub use vocab::Vocab;
 
@@ -63,26 +63,6 @@ pub struct Gemma {
     net: Net,
     /// The vocabulary.
     pub vocab: Vocab,
-}
-
-/// One sequence of a batched generation: its sampler, length bound and random stream.
-#[derive(Clone)]
-pub struct Row<'a> {
-    /// The sampler.
-    pub sampler: &'a Sampler,
-    /// At most this many tokens.
-    pub max_tokens: usize,
-    /// The stream each token is drawn from.
-    pub seed: SplitMix,
-}
-
-/// A row being generated.
-struct Live {
-    logits: Vec<f32>,
-    seed: SplitMix,
-    out: Vec<u32>,
-    trace: Trace,
-    done: bool,
 }
 
 impl Gemma {
@@ -207,76 +187,27 @@ impl Gemma {
         prompt: &str,
         rows: &[Row<'_>],
     ) -> Result<Vec<(String, Trace)>, EvalError> {
-        let (cache, logits) = self.start(&self.prompt(prompt))?;
-        let mut cache = cache.repeat(rows.len()).map_err(EvalError::engine)?;
-        let mut live: Vec<Live> = rows
-            .iter()
-            .map(|r| Live {
-                logits: logits.clone(),
-                seed: r.seed.clone(),
-                out: vec![],
-                trace: Trace::default(),
-                done: r.max_tokens == 0,
-            })
-            .collect();
-        // The rows still in the batch, in the cache's order.
-        let mut active: Vec<usize> = (0..rows.len()).filter(|&r| !live[r].done).collect();
-        while !active.is_empty() {
-            self.draw_rows(rows, &mut live)?;
-            let next: Vec<usize> = active.iter().copied().filter(|&r| !live[r].done).collect();
-            if next.is_empty() {
-                break;
-            }
-            if next.len() < active.len() {
-                let kept: Vec<usize> = (0..active.len())
-                    .filter(|&i| !live[active[i]].done)
-                    .collect();
-                cache.keep(&kept).map_err(EvalError::engine)?;
-            }
-            let tokens: Vec<u32> = next
-                .iter()
-                .map(|&r| *live[r].out.last().unwrap_or(&0))
-                .collect();
-            for (&r, logits) in next.iter().zip(self.step(&tokens, &mut cache)?) {
-                live[r].logits = logits;
-            }
-            active = next;
-        }
-        Ok(live
+        let done = decode_rows(&self.net, &self.prompt(prompt), &[self.vocab.eos], rows)?;
+        Ok(done
             .into_iter()
-            .map(|l| (self.vocab.decode(&l.out), l.trace))
+            .map(|(ids, trace)| (self.vocab.decode(&ids), trace))
             .collect())
     }
 
-    /// One token for each row not done (in parallel: each is a few passes over the
-    /// vocabulary), marking the rows that end.
-    fn draw_rows(&self, rows: &[Row<'_>], live: &mut [Live]) -> Result<(), EvalError> {
-        let eos = self.vocab.eos;
-        live.par_iter_mut()
-            .enumerate()
-            .filter(|(_, l)| !l.done)
-            .try_for_each(|(r, l)| {
-                let row = &rows[r];
-                // Only the drawn token's base log-prob is kept: the normaliser and a
-                // copy of the logits, not a 262k-entry log-softmax per row and step.
-                let lse = log_sum_exp(&l.logits, 1.0).ok_or_else(|| {
-                    EvalError::Invalid("the model's logits have no finite value".into())
-                })?;
-                let base = l.logits.clone();
-                row.sampler.transform(&mut l.logits);
-                let q = probs(&l.logits, row.sampler.temperature());
-                l.trace.entropy.push(entropy_of(&q));
-                let pick = draw(&q, l.seed.unit());
-                // As log_softmax(base, 1)[pick], bit for bit (a drawn token is finite).
-                l.trace.base_logprob.push(base[pick] as f64 - lse);
-                if pick as u32 == eos {
-                    l.done = true;
-                } else {
-                    l.out.push(pick as u32);
-                    l.done = l.out.len() >= row.max_tokens;
-                }
-                Ok(())
-            })
+    /// [`Gemma::generate_rows`] for rows after several prompts at once (`(prompt index,
+    /// row)`), as one batch ([`decode_across`]).
+    pub fn generate_across(
+        &self,
+        prompts: &[&str],
+        rows: &[(usize, Row<'_>)],
+    ) -> Result<Vec<(String, Trace)>, EvalError> {
+        let ids: Vec<Vec<u32>> = prompts.iter().map(|p| self.prompt(p)).collect();
+        let ids: Vec<&[u32]> = ids.iter().map(|v| v.as_slice()).collect();
+        let done = decode_across(&self.net, &ids, &[self.vocab.eos], rows)?;
+        Ok(done
+            .into_iter()
+            .map(|(ids, trace)| (self.vocab.decode(&ids), trace))
+            .collect())
     }
 }
 

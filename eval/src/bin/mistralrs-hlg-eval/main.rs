@@ -17,6 +17,7 @@ use mistralrs_hlg_eval::gemma::{self, Gemma};
 use mistralrs_hlg_eval::lm::Lm;
 use mistralrs_hlg_eval::onepass::OnePass;
 
+mod decisive;
 mod progress;
 
 #[derive(Parser)]
@@ -84,6 +85,11 @@ pub enum EvalCmd {
     /// the equivalence margins need at 80 % power after the correction, and the margins
     /// --prompts reach. Markdown on standard output.
     Power(PowerArgs),
+    /// One cell of the decisive evaluation (docs/EVALUATION.md, "The decisive
+    /// evaluation"): the equal-budget search on the selection prompts, the arms' online
+    /// entropy calibration, the main run and the report with the protocol's calls, each
+    /// stage resuming from OUT/decisive/. Needs OUT/capture (`capture [--gemma]`).
+    Decisive(decisive::DecisiveArgs),
     /// Diversity at matched entropy: temperature, top-p 0.9, min-p 0.05 and HLG (each toe
     /// shape), each at the temperature that gives it plain temperature's mean entropy at
     /// --level (matched on the captured logits); open-ended prompts × --samples each.
@@ -405,7 +411,7 @@ impl Models {
     async fn batch(&self, asked: usize) -> anyhow::Result<usize> {
         Ok(match self.sampled()? {
             Lm::Engine(e) | Lm::EngineOnePass(e, _) => probed_batch(e, asked).await,
-            Lm::Gemma(_) => asked,
+            Lm::Gemma(_) | Lm::EngineNet(..) => asked,
         })
     }
 
@@ -494,6 +500,7 @@ fn run(cmd: EvalCmd) -> anyhow::Result<()> {
         EvalCmd::Gold(args) => gold(args),
         EvalCmd::Curve(args) => curve(args),
         EvalCmd::Power(args) => power(args),
+        EvalCmd::Decisive(args) => decisive::decisive(args),
     }
 }
 
@@ -533,7 +540,7 @@ fn capture(args: CaptureArgs) -> anyhow::Result<()> {
         let bar = progress(prompts.len(), "capture");
         let at = |i: usize| bar.set_position(i as u64);
         let c = match m.sampled()? {
-            Lm::Engine(e) | Lm::EngineOnePass(e, _) => {
+            Lm::Engine(e) | Lm::EngineOnePass(e, _) | Lm::EngineNet(e, _) => {
                 capture::capture(e, &prompts, &config, at).await
             }
             Lm::Gemma(g) => g.capture(&prompts, &config, at),
@@ -1460,6 +1467,7 @@ mod tests {
             trace: Trace {
                 entropy: vec![h; 8],
                 base_logprob: vec![-h; 7],
+                shape: vec![],
             },
             judged: Some(Judged {
                 logprobs: vec![-1.2 * h - 0.01 * p as f64; 8],

@@ -1,0 +1,781 @@
+//! `mistralrs-hlg-eval decisive`: one cell of the decisive evaluation (docs/EVALUATION.md,
+//! "The decisive evaluation"), in stages that each resume from what is on disk: the
+//! equal-budget search on the selection prompts, the arms' online entropy calibration,
+//! the main run, and the report with the protocol's calls.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use clap::{Args, ValueEnum};
+use serde::{Deserialize, Serialize};
+
+use mistralrs_hlg::HlgConfig;
+use mistralrs_hlg_eval::capture::{self, Capture};
+use mistralrs_hlg_eval::confirm::{self, Draws, Planned, Sample, Store};
+use mistralrs_hlg_eval::decide::{self, Call};
+use mistralrs_hlg_eval::decisive::{self as d, Arm, Next, Searched};
+use mistralrs_hlg_eval::frontier::{self, Family};
+use mistralrs_hlg_eval::gemma::{self, Gemma};
+use mistralrs_hlg_eval::lm::Lm;
+use mistralrs_hlg_eval::onepass::OnePass;
+use mistralrs_hlg_eval::prompts;
+use mistralrs_hlg_eval::sampler::Sampler;
+
+use crate::progress::progress;
+
+#[derive(Args)]
+pub struct DecisiveArgs {
+    /// The cell's directory (its capture in OUT/capture; everything else under
+    /// OUT/decisive/).
+    #[arg(long)]
+    out: PathBuf,
+    /// The Gemma 3 cell (judged by the embedded model); without it the embedded model's
+    /// (judged by Gemma).
+    #[arg(long)]
+    gemma: bool,
+    /// Plain temperature's T whose online entropy every arm is matched to.
+    #[arg(long, default_value_t = 1.0)]
+    level: f64,
+    /// The stage to run; `all` runs each in turn, skipping what is done.
+    #[arg(long, value_enum, default_value_t = Stage::All)]
+    stage: Stage,
+    /// Stop at the next boundary (a setting, a prompt) after this many hours; a later run
+    /// continues.
+    #[arg(long)]
+    hours: Option<f64>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Stage {
+    All,
+    Search,
+    Calibrate,
+    Main,
+    Report,
+}
+
+/// One scored setting of a search, as `search-<family>.json` lists them.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Scored {
+    point: Vec<f64>,
+    knob: String,
+    /// The judged log-prob per byte on the selection prompts (`None`: ineligible).
+    score: Option<f64>,
+    distinct2: Option<f64>,
+    /// Whether the offline matching reached plain temperature's entropy.
+    matched: bool,
+}
+
+/// The models of a cell: the one sampled and the one judging.
+struct Cell {
+    engine: mistralrs::Model,
+    onepass: OnePass,
+    gemma: Gemma,
+    on_gemma: bool,
+}
+
+impl Cell {
+    async fn load(on_gemma: bool) -> anyhow::Result<Cell> {
+        Ok(Cell {
+            engine: capture::load_model(None).await?,
+            onepass: OnePass::load(None)?,
+            gemma: Gemma::load(&gemma::fetch()?)?,
+            on_gemma,
+        })
+    }
+
+    fn draws(&self, level: f64, samples: usize) -> Draws<'_> {
+        let (model, judge) = match self.on_gemma {
+            true => (
+                Lm::Gemma(&self.gemma),
+                Lm::EngineOnePass(&self.engine, &self.onepass),
+            ),
+            false => (
+                Lm::EngineNet(&self.engine, &self.onepass),
+                Lm::Gemma(&self.gemma),
+            ),
+        };
+        Draws {
+            model,
+            judge: Some(judge),
+            level,
+            samples,
+            // Rows decoded as one batch (across prompts where they are few per prompt).
+            batch: 48,
+            judge_batch: 1,
+        }
+    }
+}
+
+/// A clock for `--hours`, and the rate of samples drawn.
+struct Budget {
+    start: Instant,
+    hours: Option<f64>,
+    samples: usize,
+}
+
+impl Budget {
+    fn over(&self) -> bool {
+        self.hours
+            .is_some_and(|h| self.start.elapsed().as_secs_f64() > h * 3600.0)
+    }
+
+    fn rate(&self) -> f64 {
+        self.samples as f64 / (self.start.elapsed().as_secs_f64() / 3600.0).max(1e-9)
+    }
+}
+
+pub fn decisive(args: DecisiveArgs) -> anyhow::Result<()> {
+    let dir = args.out.join("decisive");
+    std::fs::create_dir_all(&dir)?;
+    let c = Capture::load(&args.out.join("capture"))?;
+    let mut budget = Budget {
+        start: Instant::now(),
+        hours: args.hours,
+        samples: 0,
+    };
+    let runtime = tokio::runtime::Runtime::new()?;
+    let cell = runtime.block_on(Cell::load(args.gemma))?;
+    let stages: &[Stage] = match args.stage {
+        Stage::All => &[Stage::Search, Stage::Calibrate, Stage::Main, Stage::Report],
+        ref s => std::slice::from_ref(s),
+    };
+    for stage in stages {
+        let done = runtime.block_on(async {
+            match stage {
+                Stage::Search => search(&cell, &c, args.level, &dir, &mut budget).await,
+                Stage::Calibrate => calibrate(&cell, &c, args.level, &dir, &mut budget).await,
+                Stage::Main => main_run(&cell, args.level, &dir, &mut budget).await,
+                Stage::Report => report(&dir).map(|()| true),
+                Stage::All => unreachable!(),
+            }
+        })?;
+        eprintln!(
+            "{} samples drawn and judged, {:.0} an hour",
+            budget.samples,
+            budget.rate()
+        );
+        if !done {
+            eprintln!("stopped after --hours; run the same command again to continue");
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+/// The samples of `method` on `prompts`, `samples` each, drawing what the store lacks.
+async fn sample_all(
+    draws: Draws<'_>,
+    dir: &Path,
+    methods: &[Planned],
+    prompts: &[(usize, &str)],
+    budget: &mut Budget,
+    label: &str,
+) -> anyhow::Result<(Vec<Store>, bool)> {
+    std::fs::create_dir_all(dir)?;
+    let mut stores: Vec<Store> = methods
+        .iter()
+        .map(|m| Store::open(dir, m, d::MAX_TOKENS))
+        .collect::<Result<_, _>>()?;
+    // As many prompts at once as fill a batch: their rows decode together.
+    let per_prompt = methods.len() * draws.samples;
+    let group = (draws.batch / per_prompt.max(1)).max(1);
+    let bar = progress(prompts.len(), label);
+    for (g, some) in prompts.chunks(group).enumerate() {
+        if budget.over() {
+            bar.abandon();
+            return Ok((stores, false));
+        }
+        let mut n = 0;
+        confirm::run_prompts(draws, methods, &mut stores, some, || n += 1).await?;
+        budget.samples += n;
+        bar.set_position(((g + 1) * group).min(prompts.len()) as u64);
+    }
+    bar.finish();
+    Ok((stores, true))
+}
+
+/// The samples of a store grouped by prompt index.
+fn by_prompt(samples: &[Sample]) -> Vec<Vec<Sample>> {
+    let mut m: HashMap<usize, Vec<Sample>> = HashMap::new();
+    for s in samples {
+        m.entry(s.prompt).or_default().push(s.clone());
+    }
+    let mut v: Vec<(usize, Vec<Sample>)> = m.into_iter().collect();
+    v.sort_by_key(|(p, _)| *p);
+    v.into_iter().map(|(_, s)| s).collect()
+}
+
+fn planned(s: Sampler) -> Planned {
+    Planned {
+        family: Family::of(&s),
+        knob: frontier::knob(&s),
+        sampler: s,
+        offline: Default::default(),
+        t_scale: 1.0,
+    }
+}
+
+/// The selection prompts with their indices.
+fn selection() -> Vec<(usize, &'static str)> {
+    prompts::OPEN_ENDED.iter().copied().enumerate().collect()
+}
+
+/// Stage 1: every searched family's search, then `search.md`.
+async fn search(
+    cell: &Cell,
+    c: &Capture,
+    level: f64,
+    dir: &Path,
+    budget: &mut Budget,
+) -> anyhow::Result<bool> {
+    let draws = cell.draws(level, d::SEARCH_SAMPLES);
+    let sdir = dir.join("search");
+    // Plain temperature on the selection prompts: the distinct-2 that eligibility reads.
+    let temp = planned(Sampler::Temperature { t: level });
+    let (stores, done) = sample_all(
+        draws,
+        &sdir,
+        &[temp],
+        &selection(),
+        budget,
+        "search: temperature",
+    )
+    .await?;
+    if !done {
+        return Ok(false);
+    }
+    let Some((_, temp_d2)) = d::selection_score(&by_prompt(&stores[0].samples)) else {
+        anyhow::bail!("plain temperature's selection samples have no judged prompt");
+    };
+    for family in Searched::ALL {
+        let path = dir.join(format!("search-{}.json", slug(family.name())));
+        let mut scored: Vec<Scored> = read_json(&path).unwrap_or_default();
+        while let Next::Score(point) = d::next_point(family, &scores_of(&scored)) {
+            if budget.over() {
+                return Ok(false);
+            }
+            let Some(x) = score_point(draws, c, family, point, temp_d2, &sdir, budget).await?
+            else {
+                return Ok(false);
+            };
+            scored.push(x);
+            write_json(&path, &scored)?;
+        }
+    }
+    std::fs::write(dir.join("search.md"), search_table(dir, temp_d2)?)?;
+    Ok(true)
+}
+
+/// A search's scores by point, `-inf` for the ineligible.
+fn scores_of(scored: &[Scored]) -> HashMap<String, f64> {
+    scored
+        .iter()
+        .map(|x| (d::point_key(&x.point), x.score.unwrap_or(f64::NEG_INFINITY)))
+        .collect()
+}
+
+/// One point of a search: matched offline, sampled on the selection prompts, scored
+/// (`None`: stopped by `--hours` before its samples were all in).
+async fn score_point(
+    draws: Draws<'_>,
+    c: &Capture,
+    family: Searched,
+    point: Vec<f64>,
+    temp_d2: f64,
+    sdir: &Path,
+    budget: &mut Budget,
+) -> anyhow::Result<Option<Scored>> {
+    let screened = frontier::screen(c, &[family.sampler(&point)], draws.level, 2, |_, _| {})?
+        .points
+        .remove(0);
+    let knob = screened.knob.clone();
+    let (mut score, mut distinct2) = (None, None);
+    if screened.matched {
+        let m = planned(screened.sampler.clone());
+        let label = format!("search: {} {knob}", family.name());
+        let (stores, done) = sample_all(draws, sdir, &[m], &selection(), budget, &label).await?;
+        if !done {
+            return Ok(None);
+        }
+        if let Some((lp, d2)) = d::selection_score(&by_prompt(&stores[0].samples)) {
+            distinct2 = Some(d2);
+            score = (d2 >= temp_d2 - d::MARGIN_DISTINCT2).then_some(lp);
+        }
+    }
+    Ok(Some(Scored {
+        point,
+        knob,
+        score,
+        distinct2,
+        matched: screened.matched,
+    }))
+}
+
+fn slug(name: &str) -> String {
+    name.replace('σ', "s")
+}
+
+fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Option<T> {
+    serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
+}
+
+fn write_json<T: Serialize>(path: &Path, v: &T) -> anyhow::Result<()> {
+    std::fs::write(path, serde_json::to_string_pretty(v)? + "\n")?;
+    Ok(())
+}
+
+/// The search's table: each family's settings in the order scored, its best, and its
+/// best-of-N curve.
+fn search_table(dir: &Path, temp_d2: f64) -> anyhow::Result<String> {
+    let mut s = format!(
+        "# The search (selection prompts, {} × {} samples × {} tokens)\n\nPlain temperature's distinct-2: {temp_d2:.4}; a setting more than {} below it is ineligible.\n\n",
+        prompts::OPEN_ENDED.len(),
+        d::SEARCH_SAMPLES,
+        d::MAX_TOKENS,
+        d::MARGIN_DISTINCT2
+    );
+    for family in Searched::ALL {
+        let path = dir.join(format!("search-{}.json", slug(family.name())));
+        let scored: Vec<Scored> = read_json(&path).unwrap_or_default();
+        let best = d::best_point(family, &scores_of(&scored));
+        s += &format!(
+            "## {}\n\n| # | setting | judged log-prob per byte | distinct-2 |\n| --- | --- | --- | --- |\n",
+            family.name()
+        );
+        for (i, x) in scored.iter().enumerate() {
+            let mark = if best.as_ref() == Some(&x.point) {
+                " **best**"
+            } else {
+                ""
+            };
+            let f = |v: Option<f64>| v.map_or("–".into(), |v| format!("{v:.4}"));
+            let knob = if x.matched {
+                x.knob.clone()
+            } else {
+                format!("{} (unmatched)", x.knob)
+            };
+            s += &format!(
+                "| {} | {knob}{mark} | {} | {} |\n",
+                i + 1,
+                f(x.score),
+                f(x.distinct2)
+            );
+        }
+        let curve = d::best_of_n(
+            &scored
+                .iter()
+                .map(|x| x.score.unwrap_or(f64::NEG_INFINITY))
+                .collect::<Vec<_>>(),
+            1000,
+            7,
+        );
+        s += &format!(
+            "\nBest of N (mean over 1,000 draws): {}\n\n",
+            curve
+                .iter()
+                .enumerate()
+                .map(|(n, v)| format!("N={}: {v:.4}", n + 1))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    Ok(s)
+}
+
+/// The best setting of a family's finished search, matched offline.
+fn searched_best(dir: &Path, family: Searched) -> anyhow::Result<Sampler> {
+    let path = dir.join(format!("search-{}.json", slug(family.name())));
+    let scored: Vec<Scored> =
+        read_json(&path).ok_or_else(|| anyhow::anyhow!("{} has no search yet", family.name()))?;
+    let scores: HashMap<String, f64> = scored
+        .iter()
+        .map(|x| (d::point_key(&x.point), x.score.unwrap_or(f64::NEG_INFINITY)))
+        .collect();
+    if d::next_point(family, &scores) != Next::Done {
+        anyhow::bail!("the search of {} is not finished", family.name());
+    }
+    let best = d::best_point(family, &scores)
+        .ok_or_else(|| anyhow::anyhow!("no eligible setting of {}", family.name()))?;
+    Ok(family.sampler(&best))
+}
+
+/// Stage 2: every arm's calibration on the calibration prompts, then `arms.json`.
+async fn calibrate(
+    cell: &Cell,
+    c: &Capture,
+    level: f64,
+    dir: &Path,
+    budget: &mut Budget,
+) -> anyhow::Result<bool> {
+    let arms_path = dir.join("arms.json");
+    if read_json::<Vec<Arm>>(&arms_path).is_some() {
+        return Ok(true);
+    }
+    let matched = arms_matched(c, level, dir)?;
+    let calib: Vec<String> = prompts::decisive_calibration();
+    let calib: Vec<(usize, &str)> = calib.iter().map(|p| p.as_str()).enumerate().collect();
+    // Each arm at each step of its matched knob (plain temperature at its one).
+    let steps = |s: &Sampler| -> Vec<f64> {
+        match s {
+            Sampler::Temperature { .. } => vec![1.0],
+            _ => d::CALIBRATION_SCALES.to_vec(),
+        }
+    };
+    let methods: Vec<Planned> = matched
+        .iter()
+        .flat_map(|(_, _, s)| {
+            let variant = |f: f64| Planned {
+                t_scale: f,
+                ..planned(d::calibration_variant(s, f))
+            };
+            steps(s).into_iter().map(variant)
+        })
+        .collect();
+    let draws = cell.draws(level, d::CALIBRATION_SAMPLES);
+    let cdir = dir.join("calibration");
+    let (stores, done) = sample_all(draws, &cdir, &methods, &calib, budget, "calibration").await?;
+    if !done {
+        return Ok(false);
+    }
+    let arms = fitted(matched, &methods, &stores);
+    write_json(&arms_path, &arms)?;
+    eprintln!(
+        "calibrated {} arms to {:.3} nats → {}",
+        arms.len(),
+        online_entropy(&stores[0]),
+        arms_path.display()
+    );
+    Ok(true)
+}
+
+/// The mean entropy of the distributions a store's samples were drawn from.
+fn online_entropy(st: &Store) -> f64 {
+    let h: Vec<f64> = st
+        .samples
+        .iter()
+        .flat_map(|s| s.trace.entropy.clone())
+        .collect();
+    h.iter().sum::<f64>() / h.len().max(1) as f64
+}
+
+/// The arms at their calibrated steps: `methods` hold each arm's variants in `matched`'s
+/// order (plain temperature first, one variant: its entropy is the target).
+fn fitted(
+    matched: Vec<(String, bool, Sampler)>,
+    methods: &[Planned],
+    stores: &[Store],
+) -> Vec<Arm> {
+    let target = online_entropy(&stores[0]);
+    let mut arms = vec![];
+    let mut k = 0;
+    for (role, primary, s) in matched {
+        let n = match s {
+            Sampler::Temperature { .. } => 1,
+            _ => d::CALIBRATION_SCALES.len(),
+        };
+        let points: Vec<(f64, f64)> = (k..k + n)
+            .map(|j| (methods[j].t_scale, online_entropy(&stores[j])))
+            .collect();
+        k += n;
+        let (step, bracketed) = match n {
+            1 => (1.0, true),
+            _ => d::calibrated_step(&points, target),
+        };
+        let sampler = d::calibration_variant(&s, step);
+        arms.push(Arm {
+            role,
+            family: Family::of(&sampler),
+            knob: frontier::knob(&sampler),
+            primary,
+            sampler,
+            calibration: points,
+            bracketed,
+        });
+    }
+    arms
+}
+
+/// Every arm of the cell (role, primary, sampler), the primary ones first, each matched
+/// offline (plain temperature at the level itself).
+fn arms_matched(
+    c: &Capture,
+    level: f64,
+    dir: &Path,
+) -> anyhow::Result<Vec<(String, bool, Sampler)>> {
+    let shipped = Sampler::Hlg {
+        t: 1.0,
+        hlg: HlgConfig::default().resolved(true),
+    };
+    let mut roles: Vec<(String, bool, Sampler)> = vec![
+        (
+            "temperature".into(),
+            true,
+            Sampler::Temperature { t: level },
+        ),
+        ("hlg".into(), true, searched_best(dir, Searched::Hlg)?),
+        (
+            "hlg-auto".into(),
+            true,
+            searched_best(dir, Searched::HlgAuto)?,
+        ),
+        ("hlg-shipped".into(), true, shipped),
+        ("min-p".into(), true, searched_best(dir, Searched::MinP)?),
+        (
+            "top-nσ".into(),
+            true,
+            searched_best(dir, Searched::TopNSigma)?,
+        ),
+        (
+            "adaptive-p".into(),
+            true,
+            searched_best(dir, Searched::AdaptiveP)?,
+        ),
+    ];
+    roles.extend(d::secondary().into_iter().map(|(r, s)| (r, false, s)));
+    roles
+        .into_iter()
+        .map(|(role, primary, s)| {
+            let s = match s {
+                Sampler::Temperature { .. } => s,
+                _ => {
+                    frontier::screen(c, &[s], level, 2, |_, _| {})?
+                        .points
+                        .remove(0)
+                        .sampler
+                }
+            };
+            Ok((role, primary, s))
+        })
+        .collect()
+}
+
+/// The arm's method as the main run's files name it: its role, so that its seed is its
+/// own whatever its knob.
+fn arm_method(a: &Arm) -> Planned {
+    Planned {
+        family: a.family,
+        knob: format!("{} [{}]", a.knob, a.role),
+        sampler: a.sampler.clone(),
+        offline: Default::default(),
+        t_scale: 1.0,
+    }
+}
+
+/// Stage 3: the main run, prompt by prompt over every arm.
+async fn main_run(
+    cell: &Cell,
+    level: f64,
+    dir: &Path,
+    budget: &mut Budget,
+) -> anyhow::Result<bool> {
+    let arms: Vec<Arm> = read_json(&dir.join("arms.json"))
+        .ok_or_else(|| anyhow::anyhow!("no arms.json: run the calibration first"))?;
+    let main: Vec<(usize, String)> = prompts::decisive_main().into_iter().enumerate().collect();
+    let draws = cell.draws(level, d::MAIN_SAMPLES);
+    let mdir = dir.join("main");
+    std::fs::create_dir_all(&mdir)?;
+    let methods: Vec<Planned> = arms.iter().map(arm_method).collect();
+    // The primary arms come first (the calibration writes them so): a prompt past the
+    // secondary arms' share runs the leading slice.
+    let primaries = arms.iter().take_while(|a| a.primary).count();
+    if arms[primaries..].iter().any(|a| a.primary) {
+        anyhow::bail!("arms.json lists a primary arm after a secondary one");
+    }
+    let mut stores: Vec<Store> = methods
+        .iter()
+        .map(|m| Store::open(&mdir, m, d::MAX_TOKENS))
+        .collect::<Result<_, _>>()?;
+    let bar = progress(main.len(), "main");
+    for (p, prompt) in &main {
+        if budget.over() {
+            bar.abandon();
+            return Ok(false);
+        }
+        let k = if *p < d::SECONDARY_PROMPTS {
+            arms.len()
+        } else {
+            primaries
+        };
+        let mut n = 0;
+        let (ms, st) = (&methods[..k], &mut stores[..k]);
+        confirm::run_prompts(draws, ms, st, &[(*p, prompt.as_str())], || n += 1).await?;
+        budget.samples += n;
+        bar.set_position(*p as u64 + 1);
+    }
+    bar.finish();
+    Ok(true)
+}
+
+/// One comparison of the report.
+#[derive(Clone, Debug, Serialize)]
+struct Comparison {
+    hlg: String,
+    other: String,
+    primary: bool,
+    prompts: usize,
+    /// Per measure (judged log-prob per byte, distinct-2): mean, interval, call, and the
+    /// power of the equivalence call at the observed spread.
+    measures: Vec<(f64, f64, f64, Call, f64)>,
+    summary: Call,
+}
+
+/// One prompt of one arm: judged log-prob per byte, distinct-2, the thesis measures.
+type PromptRow = (f64, f64, [f64; 5]);
+
+/// Stage 4: the calls, the thesis measures and the arms' entropies.
+fn report(dir: &Path) -> anyhow::Result<()> {
+    let arms: Vec<Arm> = read_json(&dir.join("arms.json"))
+        .ok_or_else(|| anyhow::anyhow!("no arms.json: run the calibration first"))?;
+    let mdir = dir.join("main");
+    let per: Vec<HashMap<usize, PromptRow>> = arms
+        .iter()
+        .map(|a| per_prompt(&confirm::read_samples(&mdir, &arm_method(a), d::MAX_TOKENS)))
+        .collect();
+    let role = |r: &str| arms.iter().position(|a| a.role == r);
+    let pairs = d::HLG_ROLES
+        .iter()
+        .flat_map(|h| d::BASELINE_ROLES.iter().map(move |o| (*h, *o, true)))
+        .chain(d::BASELINE_ROLES.iter().map(|o| ("hlg-shipped", *o, false)));
+    let comparisons: Vec<Comparison> = pairs
+        .filter_map(|(h, o, primary)| {
+            let (i, j) = (role(h)?, role(o)?);
+            compare(&per[i], &per[j], (h, o), primary)
+        })
+        .collect();
+    let md = report_markdown(&arms, &per, &comparisons);
+    std::fs::write(dir.join("report.md"), &md)?;
+    write_json(&dir.join("report.json"), &comparisons)?;
+    eprintln!("wrote {}", dir.join("report.md").display());
+    Ok(())
+}
+
+/// An arm's measures by prompt, for the prompts whose samples were judged.
+fn per_prompt(samples: &[Sample]) -> HashMap<usize, PromptRow> {
+    let mut m = HashMap::new();
+    for s in by_prompt(samples) {
+        let refs: Vec<&Sample> = s.iter().collect();
+        let (Some(pm), Some(th)) = (confirm::PromptMeasures::of(&refs), d::thesis(&s)) else {
+            continue;
+        };
+        if pm.judged_logprob_per_byte.is_finite() {
+            m.insert(
+                s[0].prompt,
+                (pm.judged_logprob_per_byte, pm.distinct[1], th),
+            );
+        }
+    }
+    m
+}
+
+/// One comparison (HLG arm `a` minus arm `b`, paired by prompt) with the protocol's calls;
+/// `None` under 10 paired prompts.
+fn compare(
+    a: &HashMap<usize, PromptRow>,
+    b: &HashMap<usize, PromptRow>,
+    (h, o): (&str, &str),
+    primary: bool,
+) -> Option<Comparison> {
+    let mut both: Vec<usize> = a.keys().filter(|p| b.contains_key(p)).copied().collect();
+    both.sort_unstable();
+    if both.len() < 10 {
+        return None;
+    }
+    let z = decide::critical_z(d::COMPARISONS);
+    let alpha = 2.0 * decide::ALPHA / d::COMPARISONS as f64;
+    let measures: Vec<(f64, f64, f64, Call, f64)> =
+        [(0usize, d::MARGIN_PER_BYTE), (1, d::MARGIN_DISTINCT2)]
+            .into_iter()
+            .map(|(k, margin)| {
+                let pick = |r: &PromptRow| if k == 0 { r.0 } else { r.1 };
+                let diffs: Vec<f64> = both.iter().map(|p| pick(&a[p]) - pick(&b[p])).collect();
+                let seed = mistralrs_hlg_eval::generate::fnv1a(format!("{h}|{o}|{k}").bytes());
+                let (mean, lo, hi, _) =
+                    mistralrs_hlg_eval::verdict::bootstrap_interval(&diffs, alpha, seed);
+                let n = diffs.len() as f64;
+                let sd = (diffs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+                let power = decide::equivalence_power(sd / n.sqrt(), margin, z);
+                (mean, lo, hi, decide::call(lo, hi, margin), power)
+            })
+            .collect();
+    let calls = [measures[0].3, measures[1].3];
+    let summary = if calls.contains(&Call::Worse) {
+        Call::Worse
+    } else if calls.contains(&Call::Better) && !calls.contains(&Call::Inconclusive) {
+        Call::Better
+    } else if calls.iter().all(|c| *c == Call::Equivalent) {
+        Call::Equivalent
+    } else {
+        Call::Inconclusive
+    };
+    Some(Comparison {
+        hlg: h.into(),
+        other: o.into(),
+        primary,
+        prompts: both.len(),
+        measures,
+        summary,
+    })
+}
+
+/// The report's tables: the calls, then every arm's measures.
+fn report_markdown(
+    arms: &[Arm],
+    per: &[HashMap<usize, PromptRow>],
+    comparisons: &[Comparison],
+) -> String {
+    let mut md = format!(
+        "# The decisive evaluation: one cell\n\nCalls at two-sided level 1 − 2·{}/{} (Bonferroni), margins ±{} nats/byte and ±{} distinct-2 (docs/EVALUATION.md). Power: of the equivalence call at the observed spread, were the true difference 0.\n\n| HLG | other | prompts | per byte: mean [interval] | call | power | distinct-2: mean [interval] | call | power | summary |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+        decide::ALPHA,
+        d::COMPARISONS,
+        d::MARGIN_PER_BYTE,
+        d::MARGIN_DISTINCT2
+    );
+    for c in comparisons {
+        let m = |x: &(f64, f64, f64, Call, f64)| {
+            format!(
+                "{:+.4} [{:+.4}, {:+.4}] | {:?} | {:.2}",
+                x.0, x.1, x.2, x.3, x.4
+            )
+        };
+        let label = if c.primary { "" } else { " (secondary)" };
+        md += &format!(
+            "| {}{label} | {} | {} | {} | {} | {:?} |\n",
+            c.hlg,
+            c.other,
+            c.prompts,
+            m(&c.measures[0]),
+            m(&c.measures[1]),
+            c.summary
+        );
+    }
+    md += &format!(
+        "\n## Arms (means over prompts with 95 % intervals, uncorrected and descriptive)\n\n| arm | setting | prompts | per byte | distinct-2 | {} |\n| --- | --- | --- | --- | --- | {} |\n",
+        d::THESIS.join(" | "),
+        d::THESIS.map(|_| "---").join(" | ")
+    );
+    for (a, m) in arms.iter().zip(per) {
+        let col = |f: &dyn Fn(&PromptRow) -> f64| {
+            let v: Vec<f64> = m.values().map(f).collect();
+            let e = mistralrs_hlg_eval::stats::Estimate::of(&v);
+            format!("{:.4} ± {:.4}", e.mean, 1.96 * e.se)
+        };
+        let thesis: Vec<String> = (0..5).map(|k| col(&|x| x.2[k])).collect();
+        let flag = if a.bracketed {
+            ""
+        } else {
+            " (calibration extrapolated)"
+        };
+        md += &format!(
+            "| {}{flag} | {} | {} | {} | {} | {} |\n",
+            a.role,
+            a.knob,
+            m.len(),
+            col(&|x| x.0),
+            col(&|x| x.1),
+            thesis.join(" | ")
+        );
+    }
+    md
+}
