@@ -196,10 +196,11 @@ async fn sample_all(
     Ok((stores, true))
 }
 
-/// The samples of a store grouped by prompt index.
-fn by_prompt(samples: &[Sample]) -> Vec<Vec<Sample>> {
+/// The samples of a store grouped by prompt index, the first `n` of each prompt (a store
+/// may hold more: a run stopped mid-batch, or an earlier size).
+fn by_prompt(samples: &[Sample], n: usize) -> Vec<Vec<Sample>> {
     let mut m: HashMap<usize, Vec<Sample>> = HashMap::new();
-    for s in samples {
+    for s in samples.iter().filter(|s| s.sample < n) {
         m.entry(s.prompt).or_default().push(s.clone());
     }
     let mut v: Vec<(usize, Vec<Sample>)> = m.into_iter().collect();
@@ -246,7 +247,8 @@ async fn search(
     if !done {
         return Ok(false);
     }
-    let Some((_, temp_d2)) = d::selection_score(&by_prompt(&stores[0].samples)) else {
+    let Some((_, temp_d2)) = d::selection_score(&by_prompt(&stores[0].samples, d::SEARCH_SAMPLES))
+    else {
         anyhow::bail!("plain temperature's selection samples have no judged prompt");
     };
     for family in Searched::ALL {
@@ -299,7 +301,9 @@ async fn score_point(
         if !done {
             return Ok(None);
         }
-        if let Some((lp, d2)) = d::selection_score(&by_prompt(&stores[0].samples)) {
+        if let Some((lp, d2)) =
+            d::selection_score(&by_prompt(&stores[0].samples, d::SEARCH_SAMPLES))
+        {
             distinct2 = Some(d2);
             score = (d2 >= temp_d2 - d::MARGIN_DISTINCT2).then_some(lp);
         }
@@ -631,7 +635,10 @@ fn report(dir: &Path) -> anyhow::Result<()> {
     let mdir = dir.join("main");
     let per: Vec<HashMap<usize, PromptRow>> = arms
         .iter()
-        .map(|a| per_prompt(&confirm::read_samples(&mdir, &arm_method(a), d::MAX_TOKENS)))
+        .map(|a| {
+            let samples = confirm::read_samples(&mdir, &arm_method(a), d::MAX_TOKENS);
+            per_prompt(&samples)
+        })
         .collect();
     let role = |r: &str| arms.iter().position(|a| a.role == r);
     let pairs = d::HLG_ROLES
@@ -654,7 +661,7 @@ fn report(dir: &Path) -> anyhow::Result<()> {
 /// An arm's measures by prompt, for the prompts whose samples were judged.
 fn per_prompt(samples: &[Sample]) -> HashMap<usize, PromptRow> {
     let mut m = HashMap::new();
-    for s in by_prompt(samples) {
+    for s in by_prompt(samples, d::MAIN_SAMPLES) {
         let refs: Vec<&Sample> = s.iter().collect();
         let (Some(pm), Some(th)) = (confirm::PromptMeasures::of(&refs), d::thesis(&s)) else {
             continue;
