@@ -786,3 +786,75 @@ fn report_markdown(
     }
     md
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mistralrs_hlg_eval::generate::{Judged, SplitMix, Trace};
+
+    /// One arm's samples: per prompt, `MAIN_SAMPLES` texts of 40 bytes whose judged
+    /// log-probs sum to `lp(prompt) × 40` (so `lp` nats per byte), words drawn from
+    /// `vocab` words (distinct-2 grows with it).
+    fn arm(prompts: usize, lp: impl Fn(usize) -> f64, vocab: usize, seed: u64) -> Vec<Sample> {
+        let mut rng = SplitMix(seed);
+        let mut out = vec![];
+        for p in 0..prompts {
+            for k in 0..d::MAIN_SAMPLES {
+                let words: Vec<String> = (0..10)
+                    .map(|_| format!("w{}", rng.next_u64() % vocab as u64))
+                    .collect();
+                let mut text = words.join(" ");
+                text.truncate(40);
+                while text.len() < 40 {
+                    text.push('.');
+                }
+                out.push(Sample {
+                    prompt: p,
+                    prompt_text: format!("p{p}"),
+                    sample: k,
+                    text,
+                    trace: Trace {
+                        entropy: vec![2.0; 8],
+                        base_logprob: vec![-1.0; 7],
+                        shape: vec![[0.4, 0.01, 0.2]; 8],
+                    },
+                    judged: Some(Judged {
+                        logprobs: vec![lp(p) * 40.0 / 10.0; 10],
+                    }),
+                });
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn the_report_calls_what_the_samples_show() {
+        let base = per_prompt(&arm(200, |p| -1.0 - 0.01 * (p % 7) as f64, 40, 1));
+        // Far better per byte (+0.2, beyond the margin), same vocabulary.
+        let better = per_prompt(&arm(200, |p| -0.8 - 0.01 * (p % 7) as f64, 40, 2));
+        // The same per byte but for a small noise, same vocabulary: equivalent.
+        let same = per_prompt(&arm(
+            200,
+            |p| -1.0 - 0.01 * (p % 7) as f64 + 0.001 * (p % 3) as f64,
+            40,
+            3,
+        ));
+        let c = compare(&better, &base, ("hlg", "temperature"), true).unwrap();
+        assert_eq!(c.prompts, 200);
+        assert!((c.measures[0].0 - 0.2).abs() < 1e-9, "{:?}", c.measures[0]);
+        assert_eq!(c.measures[0].3, Call::Better);
+        let c = compare(&same, &base, ("hlg", "temperature"), true).unwrap();
+        assert_eq!(c.measures[0].3, Call::Equivalent, "{:?}", c.measures[0]);
+        // A much smaller vocabulary repeats bigrams: distinct-2 worse, so the summary is.
+        let narrow = per_prompt(&arm(200, |p| -0.8 - 0.01 * (p % 7) as f64, 3, 4));
+        let c = compare(&narrow, &base, ("hlg", "temperature"), true).unwrap();
+        assert_eq!((c.measures[1].3, c.summary), (Call::Worse, Call::Worse));
+        // Under 10 paired prompts: no comparison.
+        let few = per_prompt(&arm(8, |_| -1.0, 40, 5));
+        assert!(compare(&few, &base, ("hlg", "temperature"), true).is_none());
+        // The thesis columns read the traces.
+        let row = base[&0];
+        assert!((row.2[0] - 0.4).abs() < 1e-12);
+        assert!((row.2[4] - 2.0).abs() < 1e-12);
+    }
+}
