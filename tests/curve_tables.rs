@@ -4,6 +4,7 @@
 use mistralrs_hlg::{HlgCurve, Pivot, ToeShape};
 
 const NEG: f32 = f32::NEG_INFINITY;
+const NEG64: f64 = f64::NEG_INFINITY;
 
 /// `pivot` is the mode and its offset (the offset counts for `top` only).
 fn curve(
@@ -16,16 +17,16 @@ fn curve(
     HlgCurve::new(pivot, offset, w, bh, bt, shape).unwrap()
 }
 
-fn check(c: &HlgCurve, x: &[f32], want: &[f64]) {
+fn check(name: &str, c: &HlgCurve, x: &[f32], want: &[f64]) {
     let mut y = x.to_vec();
     c.apply(&mut y);
     for (i, (&got, &w)) in y.iter().zip(want).enumerate() {
         if w.is_infinite() {
-            assert_eq!(got as f64, w, "entry {i} of {x:?}");
+            assert_eq!(got as f64, w, "{name}: entry {i} of {x:?}");
         } else {
             assert!(
                 (got as f64 - w).abs() <= 1e-5 * w.abs().max(1.0),
-                "entry {i}: {got} vs {w} ({c:?})"
+                "{name}: entry {i}: {got} vs {w} ({c:?})"
             );
         }
     }
@@ -35,114 +36,172 @@ fn check(c: &HlgCurve, x: &[f32], want: &[f64]) {
 // shoulder: −6 + 4 + 4·ln(1 + (z − 4)/4); toe, d = 6: log −10 − 6·ln 2, quadratic −10 − 6 − 3,
 // exp −10 − 6·(e − 1).
 const TOP_X: [f32; 6] = [0.0, -1.0, -5.0, -10.0, -16.0, NEG];
+/// The shoulder's outputs for the top two entries of [`TOP_X`].
+const TOP_SHOULDER: [f64; 2] = [-0.378_139_567_567_342_5, -1.107_425_794_743_161];
+
+// Entropy pivot: x = [ln 3, 0, −3]; c = Σ p·x = 0.7769484192088211. With w = 0.5 the top
+// (z = 0.32) stays in the band; 0 and −3 fall in the toe (β_t = 1).
+const ENTROPY_X: [f32; 3] = [1.098_612_3, 0.0, -3.0];
+
+// Median pivot: masses e^x = [1, .9048, .8187, .7408, .0067], total 3.4711; half 1.7356 is
+// first reached at the second token, so c = −0.1. w = 0.05, β_h = 0.5, β_t = 2.
+const MEDIAN_X: [f32; 6] = [0.0, -0.1, -0.2, -0.3, -5.0, NEG];
+
+/// Every hand-worked case: a name, the curve, the input and the expected output.
+fn cases() -> Vec<(&'static str, HlgCurve, &'static [f32], Vec<f64>)> {
+    use ToeShape::{Exp, Log, Quadratic};
+    let top = |w, bh, bt, shape| curve((Pivot::Top, 6.0), w, bh, bt, shape);
+    let entropy = |shape| {
+        curve(
+            (Pivot::Entropy, 0.0),
+            Some(0.5),
+            Some(1.0),
+            Some(1.0),
+            shape,
+        )
+    };
+    let median = |shape| {
+        curve(
+            (Pivot::Median, 0.0),
+            Some(0.05),
+            Some(0.5),
+            Some(2.0),
+            shape,
+        )
+    };
+    let [s0, s1] = TOP_SHOULDER;
+    vec![
+        (
+            "top log",
+            top(Some(4.0), Some(4.0), Some(6.0), Log),
+            &TOP_X,
+            vec![s0, s1, -5.0, -10.0, -14.158_883_083_359_672, NEG64],
+        ),
+        (
+            "top quadratic",
+            top(Some(4.0), Some(4.0), Some(6.0), Quadratic),
+            &TOP_X,
+            vec![s0, s1, -5.0, -10.0, -19.0, NEG64],
+        ),
+        (
+            "top exp",
+            top(Some(4.0), Some(4.0), Some(6.0), Exp),
+            &TOP_X,
+            vec![s0, s1, -5.0, -10.0, -20.309_690_970_754_27, NEG64],
+        ),
+        // Shoulder off: the top side continues linearly (untouched); the toe still acts.
+        (
+            "top, shoulder off",
+            top(Some(4.0), None, Some(6.0), Quadratic),
+            &TOP_X,
+            vec![0.0, -1.0, -5.0, -10.0, -19.0, NEG64],
+        ),
+        // Toe off: only the shoulder acts.
+        (
+            "top, toe off",
+            top(Some(4.0), Some(4.0), None, Exp),
+            &TOP_X,
+            vec![s0, s1, -5.0, -10.0, -16.0, NEG64],
+        ),
+        // Width 0: every finite entry but the pivot itself is outside the band. z = 6 →
+        // −6 + 4·ln 2.5; z = 5 → −6 + 4·ln 2.25; z = 1 → −6 + 4·ln 1.25; z = −4 → −6 − 4 −
+        // 16/12; z = −10 → −6 − 10 − 100/12.
+        (
+            "top, width 0",
+            top(Some(0.0), Some(4.0), Some(6.0), Quadratic),
+            &TOP_X[..5],
+            vec![
+                -2.334_836_981_350_527,
+                -2.756_279_135_134_685,
+                -5.107_425_794_743_161,
+                -11.333_333_333_333_334,
+                -24.333_333_333_333_332,
+            ],
+        ),
+        (
+            "entropy log",
+            entropy(Log),
+            &ENTROPY_X,
+            vec![
+                1.098_612_288_668_109_8,
+                0.032_475_235_136_442_9,
+                -1.176_291_349_923_204_6,
+            ],
+        ),
+        (
+            "entropy quadratic",
+            entropy(Quadratic),
+            &ENTROPY_X,
+            vec![
+                1.098_612_288_668_109_8,
+                -0.038_350_213_451_132_43,
+                -8.369_195_471_077_594,
+            ],
+        ),
+        (
+            "entropy exp",
+            entropy(Exp),
+            &ENTROPY_X,
+            vec![
+                1.098_612_288_668_109_8,
+                -0.042_149_909_935_865_54,
+                -25.217_849_776_141_94,
+            ],
+        ),
+        (
+            "median log",
+            median(Log),
+            &MEDIAN_X,
+            vec![
+                -0.002_344_910_097_837_577,
+                -0.1,
+                -0.199_385_225_180_743,
+                -0.294_641_323_159_252_2,
+                -2.612_202_943_428_377,
+                NEG64,
+            ],
+        ),
+        (
+            "median quadratic",
+            median(Quadratic),
+            &MEDIAN_X,
+            vec![
+                -0.002_344_910_097_837_577,
+                -0.1,
+                -0.200_625,
+                -0.305_625,
+                -10.880_625,
+                NEG64,
+            ],
+        ),
+    ]
+}
 
 #[test]
-fn top_log() {
-    let c = curve(
-        (Pivot::Top, 6.0),
-        Some(4.0),
-        Some(4.0),
-        Some(6.0),
+fn hand_worked_tables() {
+    for (name, c, x, want) in cases() {
+        check(name, &c, x, &want);
+    }
+}
+
+#[test]
+fn the_pivots_of_the_tables() {
+    let e = curve(
+        (Pivot::Entropy, 0.0),
+        Some(0.5),
+        Some(1.0),
+        Some(1.0),
         ToeShape::Log,
     );
-    check(
-        &c,
-        &TOP_X,
-        &[
-            -0.378_139_567_567_342_5,
-            -1.107_425_794_743_161,
-            -5.0,
-            -10.0,
-            -14.158_883_083_359_672,
-            f64::NEG_INFINITY,
-        ],
+    assert!((e.pivot_of(&ENTROPY_X).unwrap() as f64 - 0.776_948_419_208_821_1).abs() < 1e-6);
+    let m = curve(
+        (Pivot::Median, 0.0),
+        Some(0.05),
+        Some(0.5),
+        Some(2.0),
+        ToeShape::Log,
     );
-}
-
-#[test]
-fn top_quadratic() {
-    let c = curve(
-        (Pivot::Top, 6.0),
-        Some(4.0),
-        Some(4.0),
-        Some(6.0),
-        ToeShape::Quadratic,
-    );
-    check(
-        &c,
-        &TOP_X,
-        &[
-            -0.378_139_567_567_342_5,
-            -1.107_425_794_743_161,
-            -5.0,
-            -10.0,
-            -19.0,
-            f64::NEG_INFINITY,
-        ],
-    );
-}
-
-#[test]
-fn top_exp() {
-    let c = curve(
-        (Pivot::Top, 6.0),
-        Some(4.0),
-        Some(4.0),
-        Some(6.0),
-        ToeShape::Exp,
-    );
-    check(
-        &c,
-        &TOP_X,
-        &[
-            -0.378_139_567_567_342_5,
-            -1.107_425_794_743_161,
-            -5.0,
-            -10.0,
-            -20.309_690_970_754_27,
-            f64::NEG_INFINITY,
-        ],
-    );
-}
-
-#[test]
-fn top_off_combinations() {
-    let p = (Pivot::Top, 6.0);
-    // Shoulder off: the top side continues linearly (untouched); the toe still acts.
-    let c = curve(p, Some(4.0), None, Some(6.0), ToeShape::Quadratic);
-    check(
-        &c,
-        &TOP_X,
-        &[0.0, -1.0, -5.0, -10.0, -19.0, f64::NEG_INFINITY],
-    );
-    // Toe off: only the shoulder acts.
-    let c = curve(p, Some(4.0), Some(4.0), None, ToeShape::Exp);
-    check(
-        &c,
-        &TOP_X,
-        &[
-            -0.378_139_567_567_342_5,
-            -1.107_425_794_743_161,
-            -5.0,
-            -10.0,
-            -16.0,
-            f64::NEG_INFINITY,
-        ],
-    );
-    // Width 0: every finite entry but the pivot itself is outside the band.
-    let c = curve(p, Some(0.0), Some(4.0), Some(6.0), ToeShape::Quadratic);
-    // z = 6 → −6 + 4·ln 2.5; z = 5 → −6 + 4·ln 2.25; z = 1 → −6 + 4·ln 1.25; z = −4 → −6 − 4 − 16/12; z = −10 → −6 − 10 − 100/12.
-    check(
-        &c,
-        &TOP_X[..5],
-        &[
-            -2.334_836_981_350_527,
-            -2.756_279_135_134_685,
-            -5.107_425_794_743_161,
-            -11.333_333_333_333_334,
-            -24.333_333_333_333_332,
-        ],
-    );
+    assert_eq!(m.pivot_of(&MEDIAN_X), Some(-0.1));
 }
 
 #[test]
@@ -174,90 +233,6 @@ fn identity_configs_are_bit_exact() {
         c.apply(&mut y);
         assert_eq!(y.map(f32::to_bits), x.map(f32::to_bits), "{c:?}");
     }
-}
-
-// Entropy pivot: x = [ln 3, 0, −3]; c = Σ p·x = 0.7769484192088211. With w = 0.5 the top
-// (z = 0.32) stays in the band; 0 and −3 fall in the toe (β_t = 1).
-#[test]
-fn entropy_every_shape() {
-    let x = [3f32.ln(), 0.0, -3.0];
-    let c = curve(
-        (Pivot::Entropy, 0.0),
-        Some(0.5),
-        Some(1.0),
-        Some(1.0),
-        ToeShape::Log,
-    );
-    assert!((c.pivot_of(&x).unwrap() as f64 - 0.776_948_419_208_821_1).abs() < 1e-6);
-    check(
-        &c,
-        &x,
-        &[
-            1.098_612_288_668_109_8,
-            0.032_475_235_136_442_9,
-            -1.176_291_349_923_204_6,
-        ],
-    );
-    let c = c.with_toe_shape(ToeShape::Quadratic);
-    check(
-        &c,
-        &x,
-        &[
-            1.098_612_288_668_109_8,
-            -0.038_350_213_451_132_43,
-            -8.369_195_471_077_594,
-        ],
-    );
-    let c = c.with_toe_shape(ToeShape::Exp);
-    check(
-        &c,
-        &x,
-        &[
-            1.098_612_288_668_109_8,
-            -0.042_149_909_935_865_54,
-            -25.217_849_776_141_94,
-        ],
-    );
-}
-
-// Median pivot: masses e^x = [1, .9048, .8187, .7408, .0067], total 3.4711; half 1.7356 is
-// first reached at the second token, so c = −0.1. w = 0.05, β_h = 0.5, β_t = 2.
-#[test]
-fn median_log_and_quadratic() {
-    let x = [0.0f32, -0.1, -0.2, -0.3, -5.0, NEG];
-    let c = curve(
-        (Pivot::Median, 0.0),
-        Some(0.05),
-        Some(0.5),
-        Some(2.0),
-        ToeShape::Log,
-    );
-    assert_eq!(c.pivot_of(&x), Some(-0.1));
-    check(
-        &c,
-        &x,
-        &[
-            -0.002_344_910_097_837_577,
-            -0.1,
-            -0.199_385_225_180_743,
-            -0.294_641_323_159_252_2,
-            -2.612_202_943_428_377,
-            f64::NEG_INFINITY,
-        ],
-    );
-    let c = c.with_toe_shape(ToeShape::Quadratic);
-    check(
-        &c,
-        &x,
-        &[
-            -0.002_344_910_097_837_577,
-            -0.1,
-            -0.200_625,
-            -0.305_625,
-            -10.880_625,
-            f64::NEG_INFINITY,
-        ],
-    );
 }
 
 #[test]
@@ -363,25 +338,14 @@ fn auto_width_and_offset() {
     .with_auto_width(1.5)
     .unwrap();
     let top = base.with_auto_pivot_offset(2.0).unwrap();
-    check(
-        &top,
-        &x,
-        &[
-            -0.011_625_874_227_354_255,
-            -1.0,
-            -45.580_842_270_147_71,
-            f64::NEG_INFINITY,
-        ],
-    );
+    let want = [
+        -0.011_625_874_227_354_255,
+        -1.0,
+        -45.580_842_270_147_71,
+        NEG64,
+    ];
+    check("auto, top", &top, &x, &want);
     let entropy = base.with_pivot(Pivot::Entropy);
-    check(
-        &entropy,
-        &x,
-        &[
-            0.0,
-            -1.001_820_327_613_978_5,
-            -51.044_860_909_398_19,
-            f64::NEG_INFINITY,
-        ],
-    );
+    let want = [0.0, -1.001_820_327_613_978_5, -51.044_860_909_398_19, NEG64];
+    check("auto, entropy", &entropy, &x, &want);
 }

@@ -410,20 +410,12 @@ pub fn selection_score(by_prompt: &[Vec<Sample>]) -> Option<(f64, f64)> {
 /// The matched knob of `s` scaled by a calibration step `f` (T × f; adaptive-p's cut
 /// ÷ f⁸, so that its entropy moves the same way and by about as much as T's does).
 pub fn calibration_variant(s: &Sampler, f: f64) -> Sampler {
-    match *s {
-        Sampler::AdaptiveP {
-            t,
-            target,
-            decay,
-            min_p,
-        } => Sampler::AdaptiveP {
-            t,
-            target,
-            decay,
-            min_p: min_p / f.powi(8),
-        },
-        _ => s.at(s.temperature() * f),
+    let mut v = s.clone();
+    match &mut v {
+        Sampler::AdaptiveP { min_p, .. } => *min_p /= f.powi(8),
+        _ => v = s.at(s.temperature() * f),
     }
+    v
 }
 
 /// The calibration step at which the online entropy reaches `target`, interpolated

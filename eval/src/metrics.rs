@@ -11,21 +11,23 @@ const _: () = assert!(TAIL > 0.0);
 /// vector (`log_softmax(x, t)[i] == x[i] as f64 / t - log_sum_exp(x, t)`, bit for bit).
 /// `None` when no entry is finite.
 pub fn log_sum_exp(x: &[f32], t: f64) -> Option<f64> {
-    let m = x
-        .iter()
-        .copied()
-        .filter(|v| v.is_finite())
-        .fold(f32::NEG_INFINITY, f32::max);
-    if !m.is_finite() {
-        return None;
-    }
-    let m = m as f64 / t;
+    let m = finite_max(x)? as f64 / t;
     let s: f64 = x
         .iter()
         .filter(|v| v.is_finite())
         .map(|&v| (v as f64 / t - m).exp())
         .sum();
     Some(m + s.ln())
+}
+
+/// The largest finite entry of `x` (`None` when none is finite).
+pub fn finite_max(x: &[f32]) -> Option<f32> {
+    let m = x
+        .iter()
+        .copied()
+        .filter(|v| v.is_finite())
+        .fold(f32::NEG_INFINITY, f32::max);
+    m.is_finite().then_some(m)
 }
 
 /// `log softmax(x / t)` in `f64` (`t > 0`); `-inf` entries stay `-inf`. `None` when no

@@ -5,6 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::metrics::finite_max;
+
 use mistralrs_hlg::HlgConfig;
 
 /// The fixed-knob baselines' parameters (the diversity and KL steps, the guardrail):
@@ -334,14 +336,9 @@ const ADAPTIVE_P_SHARPNESS: f64 = 10.0;
 /// then leaves adaptive-p's own logits, which llama.cpp samples without a temperature).
 /// Returns p by token (0 for the dropped).
 pub fn adaptive_p(x: &mut [f32], t: f64, min_p: f64, aim: f64) -> Vec<f64> {
-    let top = x
-        .iter()
-        .copied()
-        .filter(|v| v.is_finite())
-        .fold(f32::NEG_INFINITY, f32::max);
-    if !top.is_finite() {
+    let Some(top) = finite_max(x) else {
         return vec![0.0; x.len()];
-    }
+    };
     if min_p > 0.0 {
         let floor = f64::from(top) + min_p.ln();
         for v in x.iter_mut() {
@@ -373,14 +370,9 @@ fn drop_where(x: &mut [f32], q: &[f64], drop: impl Fn(f64) -> bool) {
 
 /// Quadratic/cubic smoothing in place (see [`Sampler::Smoothing`]); `-inf` stays.
 fn smoothing(x: &mut [f32], factor: f64, curve: f64) {
-    let top = x
-        .iter()
-        .copied()
-        .filter(|v| v.is_finite())
-        .fold(f32::NEG_INFINITY, f32::max);
-    if !top.is_finite() {
+    let Some(top) = finite_max(x) else {
         return;
-    }
+    };
     let (k, s) = ((3.0 - curve) / 2.0, (curve - 1.0) / 2.0);
     for v in x.iter_mut().filter(|v| v.is_finite()) {
         let d = f64::from(*v - top);

@@ -141,12 +141,18 @@ pub fn decisive(args: DecisiveArgs) -> anyhow::Result<()> {
         Stage::All => &[Stage::Search, Stage::Calibrate, Stage::Main, Stage::Report],
         ref s => std::slice::from_ref(s),
     };
+    let run = Run {
+        cell: &cell,
+        capture: &c,
+        level: args.level,
+        dir: &dir,
+    };
     for stage in stages {
         let done = runtime.block_on(async {
             match stage {
-                Stage::Search => search(&cell, &c, args.level, &dir, &mut budget).await,
-                Stage::Calibrate => calibrate(&cell, &c, args.level, &dir, &mut budget).await,
-                Stage::Main => main_run(&cell, args.level, &dir, &mut budget).await,
+                Stage::Search => run.search(&mut budget).await,
+                Stage::Calibrate => calibrate(&run, &mut budget).await,
+                Stage::Main => main_run(&run, &mut budget).await,
                 Stage::Report => report(&dir).map(|()| true),
                 Stage::All => unreachable!(),
             }
@@ -164,15 +170,36 @@ pub fn decisive(args: DecisiveArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The samples of `method` on `prompts`, `samples` each, drawing what the store lacks.
+/// What every stage of a cell reads: its models, its capture, its level, its directory.
+struct Run<'a> {
+    cell: &'a Cell,
+    capture: &'a Capture,
+    level: f64,
+    dir: &'a Path,
+}
+
+/// Samples to draw: `methods` × `samples` on `prompts`, into the stores under `sub`.
+struct Job<'a> {
+    sub: &'a str,
+    samples: usize,
+    methods: &'a [Planned],
+    prompts: &'a [(usize, &'a str)],
+    label: &'a str,
+}
+
+/// A job's samples, drawing what its stores lack; `false` when `--hours` stopped it.
 async fn sample_all(
     draws: Draws<'_>,
     dir: &Path,
-    methods: &[Planned],
-    prompts: &[(usize, &str)],
+    job: &Job<'_>,
     budget: &mut Budget,
-    label: &str,
 ) -> anyhow::Result<(Vec<Store>, bool)> {
+    let Job {
+        methods,
+        prompts,
+        label,
+        ..
+    } = *job;
     std::fs::create_dir_all(dir)?;
     let mut stores: Vec<Store> = methods
         .iter()
@@ -223,51 +250,101 @@ fn selection() -> Vec<(usize, &'static str)> {
     prompts::OPEN_ENDED.iter().copied().enumerate().collect()
 }
 
-/// Stage 1: every searched family's search, then `search.md`.
-async fn search(
-    cell: &Cell,
-    c: &Capture,
-    level: f64,
-    dir: &Path,
-    budget: &mut Budget,
-) -> anyhow::Result<bool> {
-    let draws = cell.draws(level, d::SEARCH_SAMPLES);
-    let sdir = dir.join("search");
-    // Plain temperature on the selection prompts: the distinct-2 that eligibility reads.
-    let temp = planned(Sampler::Temperature { t: level });
-    let (stores, done) = sample_all(
-        draws,
-        &sdir,
-        &[temp],
-        &selection(),
-        budget,
-        "search: temperature",
-    )
-    .await?;
-    if !done {
-        return Ok(false);
+impl Run<'_> {
+    /// The draws of a job on this cell's models.
+    async fn sample(
+        &self,
+        job: &Job<'_>,
+        budget: &mut Budget,
+    ) -> anyhow::Result<(Vec<Store>, bool)> {
+        let draws = self.cell.draws(self.level, job.samples);
+        sample_all(draws, &self.dir.join(job.sub), job, budget).await
     }
-    let Some((_, temp_d2)) = d::selection_score(&by_prompt(&stores[0].samples, d::SEARCH_SAMPLES))
-    else {
-        anyhow::bail!("plain temperature's selection samples have no judged prompt");
-    };
-    for family in Searched::ALL {
-        let path = dir.join(format!("search-{}.json", slug(family.name())));
-        let mut scored: Vec<Scored> = read_json(&path).unwrap_or_default();
-        while let Next::Score(point) = d::next_point(family, &scores_of(&scored)) {
-            if budget.over() {
-                return Ok(false);
-            }
-            let Some(x) = score_point(draws, c, family, point, temp_d2, &sdir, budget).await?
-            else {
-                return Ok(false);
-            };
-            scored.push(x);
-            write_json(&path, &scored)?;
+
+    /// Stage 1: every searched family's search, then `search.md`.
+    async fn search(&self, budget: &mut Budget) -> anyhow::Result<bool> {
+        // Plain temperature on the selection prompts: the distinct-2 eligibility reads.
+        let temp = [planned(Sampler::Temperature { t: self.level })];
+        let job = Job {
+            sub: "search",
+            samples: d::SEARCH_SAMPLES,
+            methods: &temp,
+            prompts: &selection(),
+            label: "search: temperature",
+        };
+        let (stores, done) = self.sample(&job, budget).await?;
+        if !done {
+            return Ok(false);
         }
+        let Some((_, temp_d2)) =
+            d::selection_score(&by_prompt(&stores[0].samples, d::SEARCH_SAMPLES))
+        else {
+            anyhow::bail!("plain temperature's selection samples have no judged prompt");
+        };
+        for family in Searched::ALL {
+            let path = self
+                .dir
+                .join(format!("search-{}.json", slug(family.name())));
+            let mut scored: Vec<Scored> = read_json(&path).unwrap_or_default();
+            while let Next::Score(point) = d::next_point(family, &scores_of(&scored)) {
+                if budget.over() {
+                    return Ok(false);
+                }
+                let Some(x) = self.score_point(family, point, temp_d2, budget).await? else {
+                    return Ok(false);
+                };
+                scored.push(x);
+                write_json(&path, &scored)?;
+            }
+        }
+        std::fs::write(self.dir.join("search.md"), search_table(self.dir, temp_d2)?)?;
+        Ok(true)
     }
-    std::fs::write(dir.join("search.md"), search_table(dir, temp_d2)?)?;
-    Ok(true)
+
+    /// One point of a search: matched offline, sampled on the selection prompts, scored
+    /// (`None`: stopped by `--hours` before its samples were all in).
+    async fn score_point(
+        &self,
+        family: Searched,
+        point: Vec<f64>,
+        temp_d2: f64,
+        budget: &mut Budget,
+    ) -> anyhow::Result<Option<Scored>> {
+        let s = family.sampler(&point);
+        let screened = frontier::screen(self.capture, &[s], self.level, 2, |_, _| {})?
+            .points
+            .remove(0);
+        let knob = screened.knob.clone();
+        let (mut score, mut distinct2) = (None, None);
+        if screened.matched {
+            let m = [planned(screened.sampler.clone())];
+            let label = format!("search: {} {knob}", family.name());
+            let job = Job {
+                sub: "search",
+                samples: d::SEARCH_SAMPLES,
+                methods: &m,
+                prompts: &selection(),
+                label: &label,
+            };
+            let (stores, done) = self.sample(&job, budget).await?;
+            if !done {
+                return Ok(None);
+            }
+            if let Some((lp, d2)) =
+                d::selection_score(&by_prompt(&stores[0].samples, d::SEARCH_SAMPLES))
+            {
+                distinct2 = Some(d2);
+                score = (d2 >= temp_d2 - d::MARGIN_DISTINCT2).then_some(lp);
+            }
+        }
+        Ok(Some(Scored {
+            point,
+            knob,
+            score,
+            distinct2,
+            matched: screened.matched,
+        }))
+    }
 }
 
 /// A search's scores by point, `-inf` for the ineligible.
@@ -276,45 +353,6 @@ fn scores_of(scored: &[Scored]) -> HashMap<String, f64> {
         .iter()
         .map(|x| (d::point_key(&x.point), x.score.unwrap_or(f64::NEG_INFINITY)))
         .collect()
-}
-
-/// One point of a search: matched offline, sampled on the selection prompts, scored
-/// (`None`: stopped by `--hours` before its samples were all in).
-async fn score_point(
-    draws: Draws<'_>,
-    c: &Capture,
-    family: Searched,
-    point: Vec<f64>,
-    temp_d2: f64,
-    sdir: &Path,
-    budget: &mut Budget,
-) -> anyhow::Result<Option<Scored>> {
-    let screened = frontier::screen(c, &[family.sampler(&point)], draws.level, 2, |_, _| {})?
-        .points
-        .remove(0);
-    let knob = screened.knob.clone();
-    let (mut score, mut distinct2) = (None, None);
-    if screened.matched {
-        let m = planned(screened.sampler.clone());
-        let label = format!("search: {} {knob}", family.name());
-        let (stores, done) = sample_all(draws, sdir, &[m], &selection(), budget, &label).await?;
-        if !done {
-            return Ok(None);
-        }
-        if let Some((lp, d2)) =
-            d::selection_score(&by_prompt(&stores[0].samples, d::SEARCH_SAMPLES))
-        {
-            distinct2 = Some(d2);
-            score = (d2 >= temp_d2 - d::MARGIN_DISTINCT2).then_some(lp);
-        }
-    }
-    Ok(Some(Scored {
-        point,
-        knob,
-        score,
-        distinct2,
-        matched: screened.matched,
-    }))
 }
 
 fn slug(name: &str) -> String {
@@ -406,18 +444,12 @@ fn searched_best(dir: &Path, family: Searched) -> anyhow::Result<Sampler> {
 }
 
 /// Stage 2: every arm's calibration on the calibration prompts, then `arms.json`.
-async fn calibrate(
-    cell: &Cell,
-    c: &Capture,
-    level: f64,
-    dir: &Path,
-    budget: &mut Budget,
-) -> anyhow::Result<bool> {
-    let arms_path = dir.join("arms.json");
+async fn calibrate(run: &Run<'_>, budget: &mut Budget) -> anyhow::Result<bool> {
+    let arms_path = run.dir.join("arms.json");
     if read_json::<Vec<Arm>>(&arms_path).is_some() {
         return Ok(true);
     }
-    let matched = arms_matched(c, level, dir)?;
+    let matched = arms_matched(run.capture, run.level, run.dir)?;
     let calib: Vec<String> = prompts::decisive_calibration();
     let calib: Vec<(usize, &str)> = calib.iter().map(|p| p.as_str()).enumerate().collect();
     // Each arm at each step of its matched knob (plain temperature at its one).
@@ -437,9 +469,14 @@ async fn calibrate(
             steps(s).into_iter().map(variant)
         })
         .collect();
-    let draws = cell.draws(level, d::CALIBRATION_SAMPLES);
-    let cdir = dir.join("calibration");
-    let (stores, done) = sample_all(draws, &cdir, &methods, &calib, budget, "calibration").await?;
+    let job = Job {
+        sub: "calibration",
+        samples: d::CALIBRATION_SAMPLES,
+        methods: &methods,
+        prompts: &calib,
+        label: "calibration",
+    };
+    let (stores, done) = run.sample(&job, budget).await?;
     if !done {
         return Ok(false);
     }
@@ -568,17 +605,12 @@ fn arm_method(a: &Arm) -> Planned {
 }
 
 /// Stage 3: the main run, prompt by prompt over every arm.
-async fn main_run(
-    cell: &Cell,
-    level: f64,
-    dir: &Path,
-    budget: &mut Budget,
-) -> anyhow::Result<bool> {
-    let arms: Vec<Arm> = read_json(&dir.join("arms.json"))
+async fn main_run(run: &Run<'_>, budget: &mut Budget) -> anyhow::Result<bool> {
+    let arms: Vec<Arm> = read_json(&run.dir.join("arms.json"))
         .ok_or_else(|| anyhow::anyhow!("no arms.json: run the calibration first"))?;
     let main: Vec<(usize, String)> = prompts::decisive_main().into_iter().enumerate().collect();
-    let draws = cell.draws(level, d::MAIN_SAMPLES);
-    let mdir = dir.join("main");
+    let draws = run.cell.draws(run.level, d::MAIN_SAMPLES);
+    let mdir = run.dir.join("main");
     std::fs::create_dir_all(&mdir)?;
     let methods: Vec<Planned> = arms.iter().map(arm_method).collect();
     // The primary arms come first (the calibration writes them so): a prompt past the
