@@ -279,9 +279,11 @@ pub struct HlgServerOptions {
     #[arg(long = "hlg-backend", value_name = "kernel|mlx")]
     #[serde(default, rename = "hlg-backend", alias = "hlg_backend")]
     pub backend: Option<String>,
-    /// How `n > 1` is served: `split` (the default) runs n single-choice generations one
-    /// after another, because mistral.rs 0.8.1 corrupts the choices of a batched sampled
-    /// request on the CPU; `batched` passes the request through as upstream does.
+    /// How `n > 1` is served: `split` runs n single-choice generations one after another,
+    /// because mistral.rs 0.8.1 corrupts the choices of a batched sampled request on the
+    /// CPU; `batched` passes the request through as upstream does. Unset: what the
+    /// start-up probe finds (`--hlg-batching auto`): `split` where the engine's batched
+    /// rows are wrong, `batched` where they are right.
     #[arg(long = "hlg-n-choices", alias = "n-choices", value_name = "split|batched", value_parser = ["split", "batched"])]
     #[serde(default, rename = "hlg-n-choices", alias = "hlg_n_choices")]
     pub n_choices: Option<String>,
