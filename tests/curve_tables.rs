@@ -47,133 +47,32 @@ const ENTROPY_X: [f32; 3] = [1.098_612_3, 0.0, -3.0];
 // first reached at the second token, so c = −0.1. w = 0.05, β_h = 0.5, β_t = 2.
 const MEDIAN_X: [f32; 6] = [0.0, -0.1, -0.2, -0.3, -5.0, NEG];
 
-/// Every hand-worked case: a name, the curve, the input and the expected output.
+/// Every hand-worked case: a name, the curve, the input and the expected output. One row
+/// a case, as a table reads (rustfmt would spread each over a dozen lines).
+#[rustfmt::skip]
 fn cases() -> Vec<(&'static str, HlgCurve, &'static [f32], Vec<f64>)> {
     use ToeShape::{Exp, Log, Quadratic};
     let top = |w, bh, bt, shape| curve((Pivot::Top, 6.0), w, bh, bt, shape);
-    let entropy = |shape| {
-        curve(
-            (Pivot::Entropy, 0.0),
-            Some(0.5),
-            Some(1.0),
-            Some(1.0),
-            shape,
-        )
-    };
-    let median = |shape| {
-        curve(
-            (Pivot::Median, 0.0),
-            Some(0.05),
-            Some(0.5),
-            Some(2.0),
-            shape,
-        )
-    };
+    let entropy = |shape| curve((Pivot::Entropy, 0.0), Some(0.5), Some(1.0), Some(1.0), shape);
+    let median = |shape| curve((Pivot::Median, 0.0), Some(0.05), Some(0.5), Some(2.0), shape);
     let [s0, s1] = TOP_SHOULDER;
     vec![
-        (
-            "top log",
-            top(Some(4.0), Some(4.0), Some(6.0), Log),
-            &TOP_X,
-            vec![s0, s1, -5.0, -10.0, -14.158_883_083_359_672, NEG64],
-        ),
-        (
-            "top quadratic",
-            top(Some(4.0), Some(4.0), Some(6.0), Quadratic),
-            &TOP_X,
-            vec![s0, s1, -5.0, -10.0, -19.0, NEG64],
-        ),
-        (
-            "top exp",
-            top(Some(4.0), Some(4.0), Some(6.0), Exp),
-            &TOP_X,
-            vec![s0, s1, -5.0, -10.0, -20.309_690_970_754_27, NEG64],
-        ),
+        ("top log", top(Some(4.0), Some(4.0), Some(6.0), Log), &TOP_X, vec![s0, s1, -5.0, -10.0, -14.158_883_083_359_672, NEG64]),
+        ("top quadratic", top(Some(4.0), Some(4.0), Some(6.0), Quadratic), &TOP_X, vec![s0, s1, -5.0, -10.0, -19.0, NEG64]),
+        ("top exp", top(Some(4.0), Some(4.0), Some(6.0), Exp), &TOP_X, vec![s0, s1, -5.0, -10.0, -20.309_690_970_754_27, NEG64]),
         // Shoulder off: the top side continues linearly (untouched); the toe still acts.
-        (
-            "top, shoulder off",
-            top(Some(4.0), None, Some(6.0), Quadratic),
-            &TOP_X,
-            vec![0.0, -1.0, -5.0, -10.0, -19.0, NEG64],
-        ),
+        ("top, shoulder off", top(Some(4.0), None, Some(6.0), Quadratic), &TOP_X, vec![0.0, -1.0, -5.0, -10.0, -19.0, NEG64]),
         // Toe off: only the shoulder acts.
-        (
-            "top, toe off",
-            top(Some(4.0), Some(4.0), None, Exp),
-            &TOP_X,
-            vec![s0, s1, -5.0, -10.0, -16.0, NEG64],
-        ),
+        ("top, toe off", top(Some(4.0), Some(4.0), None, Exp), &TOP_X, vec![s0, s1, -5.0, -10.0, -16.0, NEG64]),
         // Width 0: every finite entry but the pivot itself is outside the band. z = 6 →
         // −6 + 4·ln 2.5; z = 5 → −6 + 4·ln 2.25; z = 1 → −6 + 4·ln 1.25; z = −4 → −6 − 4 −
         // 16/12; z = −10 → −6 − 10 − 100/12.
-        (
-            "top, width 0",
-            top(Some(0.0), Some(4.0), Some(6.0), Quadratic),
-            &TOP_X[..5],
-            vec![
-                -2.334_836_981_350_527,
-                -2.756_279_135_134_685,
-                -5.107_425_794_743_161,
-                -11.333_333_333_333_334,
-                -24.333_333_333_333_332,
-            ],
-        ),
-        (
-            "entropy log",
-            entropy(Log),
-            &ENTROPY_X,
-            vec![
-                1.098_612_288_668_109_8,
-                0.032_475_235_136_442_9,
-                -1.176_291_349_923_204_6,
-            ],
-        ),
-        (
-            "entropy quadratic",
-            entropy(Quadratic),
-            &ENTROPY_X,
-            vec![
-                1.098_612_288_668_109_8,
-                -0.038_350_213_451_132_43,
-                -8.369_195_471_077_594,
-            ],
-        ),
-        (
-            "entropy exp",
-            entropy(Exp),
-            &ENTROPY_X,
-            vec![
-                1.098_612_288_668_109_8,
-                -0.042_149_909_935_865_54,
-                -25.217_849_776_141_94,
-            ],
-        ),
-        (
-            "median log",
-            median(Log),
-            &MEDIAN_X,
-            vec![
-                -0.002_344_910_097_837_577,
-                -0.1,
-                -0.199_385_225_180_743,
-                -0.294_641_323_159_252_2,
-                -2.612_202_943_428_377,
-                NEG64,
-            ],
-        ),
-        (
-            "median quadratic",
-            median(Quadratic),
-            &MEDIAN_X,
-            vec![
-                -0.002_344_910_097_837_577,
-                -0.1,
-                -0.200_625,
-                -0.305_625,
-                -10.880_625,
-                NEG64,
-            ],
-        ),
+        ("top, width 0", top(Some(0.0), Some(4.0), Some(6.0), Quadratic), &TOP_X[..5], vec![-2.334_836_981_350_527, -2.756_279_135_134_685, -5.107_425_794_743_161, -11.333_333_333_333_334, -24.333_333_333_333_332]),
+        ("entropy log", entropy(Log), &ENTROPY_X, vec![1.098_612_288_668_109_8, 0.032_475_235_136_442_9, -1.176_291_349_923_204_6]),
+        ("entropy quadratic", entropy(Quadratic), &ENTROPY_X, vec![1.098_612_288_668_109_8, -0.038_350_213_451_132_43, -8.369_195_471_077_594]),
+        ("entropy exp", entropy(Exp), &ENTROPY_X, vec![1.098_612_288_668_109_8, -0.042_149_909_935_865_54, -25.217_849_776_141_94]),
+        ("median log", median(Log), &MEDIAN_X, vec![-0.002_344_910_097_837_577, -0.1, -0.199_385_225_180_743, -0.294_641_323_159_252_2, -2.612_202_943_428_377, NEG64]),
+        ("median quadratic", median(Quadratic), &MEDIAN_X, vec![-0.002_344_910_097_837_577, -0.1, -0.200_625, -0.305_625, -10.880_625, NEG64]),
     ]
 }
 
