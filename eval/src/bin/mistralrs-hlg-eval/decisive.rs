@@ -859,6 +859,85 @@ mod tests {
         out
     }
 
+    /// The calibration's fit: each arm's steps and their online entropies on disk, the
+    /// step that reaches plain temperature's entropy interpolated, the arm's sampler at
+    /// it (adaptive-p: its cut), and a target no step brackets flagged.
+    #[test]
+    fn the_calibration_fits_each_arm_to_the_target() {
+        let dir = std::env::temp_dir().join(format!("hlg-decisive-fit-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let temperature = Sampler::Temperature { t: 1.0 };
+        let min_p = Sampler::MinP {
+            t: 1.2,
+            min_p: 0.05,
+        };
+        let adaptive = Sampler::AdaptiveP {
+            t: 1.0,
+            target: 0.5,
+            decay: 0.9,
+            min_p: 0.01,
+        };
+        let matched = vec![
+            ("temperature".to_string(), true, temperature.clone()),
+            ("min-p".to_string(), true, min_p.clone()),
+            ("adaptive-p".to_string(), false, adaptive.clone()),
+        ];
+        // Online entropies: temperature 2.0 (the target); min-p 1.8, 2.2, 2.6 over its
+        // three steps (bracketed between the first two); adaptive-p all above (not).
+        let entropies = [vec![2.0], vec![1.8, 2.2, 2.6], vec![2.5, 2.7, 2.9]];
+        let mut methods = vec![];
+        let mut stores = vec![];
+        for ((_, _, s), hs) in matched.iter().zip(&entropies) {
+            let steps: Vec<f64> = match hs.len() {
+                1 => vec![1.0],
+                _ => d::CALIBRATION_SCALES.to_vec(),
+            };
+            for (f, &h) in steps.iter().zip(hs) {
+                let m = Planned {
+                    t_scale: *f,
+                    ..planned(d::calibration_variant(s, *f))
+                };
+                let mut st = Store::open(&dir, &m, d::MAX_TOKENS).unwrap();
+                st.push(Sample {
+                    prompt: 0,
+                    prompt_text: "p".into(),
+                    sample: 0,
+                    text: "t".into(),
+                    trace: Trace {
+                        entropy: vec![h; 4],
+                        base_logprob: vec![-1.0; 3],
+                        shape: vec![],
+                    },
+                    judged: None,
+                })
+                .unwrap();
+                methods.push(m);
+                stores.push(st);
+            }
+        }
+        let arms = fitted(matched, &methods, &stores);
+        assert_eq!(arms.len(), 3);
+        assert_eq!(
+            (arms[0].role.as_str(), arms[0].sampler.temperature()),
+            ("temperature", 1.0)
+        );
+        // min-p: halfway from step 0.9 to 1 in ln → T = 1.2 × √0.9.
+        assert!(arms[1].bracketed);
+        assert!(
+            (arms[1].sampler.temperature() - 1.2 * 0.9f64.sqrt()).abs() < 1e-9,
+            "{:?}",
+            arms[1]
+        );
+        // adaptive-p: extrapolated below its first step (a higher cut), flagged.
+        assert!(!arms[2].bracketed && !arms[2].primary);
+        let Sampler::AdaptiveP { min_p, t, .. } = arms[2].sampler else {
+            panic!("{:?}", arms[2].sampler)
+        };
+        assert!(min_p > 0.01 / 0.9f64.powi(8) && t == 1.0, "{min_p}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn the_report_calls_what_the_samples_show() {
         let base = per_prompt(&arm(200, |p| -1.0 - 0.01 * (p % 7) as f64, 40, 1));
