@@ -859,6 +859,46 @@ mod tests {
         out
     }
 
+    /// Each arm's calibration variants in `matched`'s order, one sample each on disk whose
+    /// online entropy is the arm's `entropies` at that step.
+    fn calibration_stores(
+        dir: &Path,
+        matched: &[(String, bool, Sampler)],
+        entropies: &[Vec<f64>],
+    ) -> (Vec<Planned>, Vec<Store>) {
+        let mut methods = vec![];
+        let mut stores = vec![];
+        for ((_, _, s), hs) in matched.iter().zip(entropies) {
+            let steps: Vec<f64> = match hs.len() {
+                1 => vec![1.0],
+                _ => d::CALIBRATION_SCALES.to_vec(),
+            };
+            for (f, &h) in steps.iter().zip(hs) {
+                let m = Planned {
+                    t_scale: *f,
+                    ..planned(d::calibration_variant(s, *f))
+                };
+                let mut st = Store::open(dir, &m, d::MAX_TOKENS).unwrap();
+                st.push(Sample {
+                    prompt: 0,
+                    prompt_text: "p".into(),
+                    sample: 0,
+                    text: "t".into(),
+                    trace: Trace {
+                        entropy: vec![h; 4],
+                        base_logprob: vec![-1.0; 3],
+                        shape: vec![],
+                    },
+                    judged: None,
+                })
+                .unwrap();
+                methods.push(m);
+                stores.push(st);
+            }
+        }
+        (methods, stores)
+    }
+
     /// The calibration's fit: each arm's steps and their online entropies on disk, the
     /// step that reaches plain temperature's entropy interpolated, the arm's sampler at
     /// it (adaptive-p: its cut), and a target no step brackets flagged.
@@ -886,36 +926,7 @@ mod tests {
         // Online entropies: temperature 2.0 (the target); min-p 1.8, 2.2, 2.6 over its
         // three steps (bracketed between the first two); adaptive-p all above (not).
         let entropies = [vec![2.0], vec![1.8, 2.2, 2.6], vec![2.5, 2.7, 2.9]];
-        let mut methods = vec![];
-        let mut stores = vec![];
-        for ((_, _, s), hs) in matched.iter().zip(&entropies) {
-            let steps: Vec<f64> = match hs.len() {
-                1 => vec![1.0],
-                _ => d::CALIBRATION_SCALES.to_vec(),
-            };
-            for (f, &h) in steps.iter().zip(hs) {
-                let m = Planned {
-                    t_scale: *f,
-                    ..planned(d::calibration_variant(s, *f))
-                };
-                let mut st = Store::open(&dir, &m, d::MAX_TOKENS).unwrap();
-                st.push(Sample {
-                    prompt: 0,
-                    prompt_text: "p".into(),
-                    sample: 0,
-                    text: "t".into(),
-                    trace: Trace {
-                        entropy: vec![h; 4],
-                        base_logprob: vec![-1.0; 3],
-                        shape: vec![],
-                    },
-                    judged: None,
-                })
-                .unwrap();
-                methods.push(m);
-                stores.push(st);
-            }
-        }
+        let (methods, stores) = calibration_stores(&dir, &matched, &entropies);
         let arms = fitted(matched, &methods, &stores);
         assert_eq!(arms.len(), 3);
         assert_eq!(
