@@ -53,6 +53,11 @@ pub struct Planned {
     /// entropy matching ([`with_temperatures`]).
     #[serde(default = "one")]
     pub t_scale: f64,
+    /// The name of the random streams its samples draw from, when not its own
+    /// ([`Planned::name`]): settings that share one draw on the same luck (common random
+    /// numbers), so that their differences are theirs, not their draws'.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<String>,
 }
 
 fn one() -> f64 {
@@ -67,6 +72,7 @@ impl Planned {
             sampler: p.sampler.clone(),
             offline: p.stats,
             t_scale: 1.0,
+            stream: None,
         }
     }
 
@@ -99,7 +105,8 @@ impl Planned {
 
     /// The draws of sample `sample` of prompt `prompt` at `level`.
     pub fn seed(&self, level: f64, prompt: &str, sample: usize) -> SplitMix {
-        SplitMix::named(&format!("{level}|{}|{prompt}|{sample}", self.name()))
+        let stream = self.stream.clone().unwrap_or_else(|| self.name());
+        SplitMix::named(&format!("{level}|{stream}|{prompt}|{sample}"))
     }
 }
 
@@ -253,6 +260,10 @@ struct Header {
     method: String,
     temperature: f64,
     max_tokens: usize,
+    /// The streams drawn from when not the method's own ([`Planned::stream`]): a file
+    /// drawn from other streams is another run's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    stream: Option<String>,
 }
 
 impl Header {
@@ -264,6 +275,7 @@ impl Header {
     fn same(&self, other: &Header) -> bool {
         self.method == other.method
             && self.max_tokens == other.max_tokens
+            && self.stream == other.stream
             // serde_json reads floats back to within an ulp.
             && (self.temperature - other.temperature).abs() <= 1e-12 * other.temperature
     }
@@ -287,6 +299,7 @@ impl Store {
             method: method.name(),
             temperature: method.sampler.temperature(),
             max_tokens,
+            stream: method.stream.clone(),
         };
         let first = serde_json::to_string(&header).expect("a header serialises");
         let samples = journal::open(&path, &first, |l| header.reads(l))?;
@@ -323,6 +336,7 @@ pub fn read_samples(dir: &Path, method: &Planned, max_tokens: usize) -> Vec<Samp
         method: method.name(),
         temperature: method.sampler.temperature(),
         max_tokens,
+        stream: method.stream.clone(),
     };
     std::fs::read_to_string(dir.join(method.file_name()))
         .ok()
@@ -837,6 +851,24 @@ mod tests {
     use super::*;
     use crate::frontier::{point, Screened};
 
+    /// Settings that name one stream draw from it (common random numbers); without one,
+    /// each setting draws from its own, named by it.
+    #[test]
+    fn a_shared_stream_gives_the_same_draws() {
+        let with = |min_p: f64, stream: Option<&str>| Planned {
+            family: Family::MinP,
+            knob: format!("min_p = {min_p}"),
+            sampler: Sampler::MinP { t: 1.0, min_p },
+            offline: Stats::default(),
+            t_scale: 1.0,
+            stream: stream.map(String::from),
+        };
+        let draw = |p: &Planned| p.seed(1.0, "a prompt", 2).next_u64();
+        assert_eq!(draw(&with(0.02, Some("s"))), draw(&with(0.05, Some("s"))));
+        assert_ne!(draw(&with(0.02, None)), draw(&with(0.05, None)));
+        assert_ne!(draw(&with(0.02, Some("s"))), draw(&with(0.02, Some("t"))));
+    }
+
     fn level() -> frontier::Screening {
         let shipped = frontier::knob(&Sampler::Hlg {
             t: 1.0,
@@ -947,6 +979,7 @@ mod tests {
         assert_eq!(sorted.len(), names.len());
         let sigma = Planned {
             t_scale: 1.0,
+            stream: None,
             family: Family::TopNSigma,
             knob: "n = 1.5".into(),
             sampler: Sampler::TopNSigma { t: 1.0, n: 1.5 },

@@ -362,6 +362,7 @@ mod tests {
             sampler: crate::sampler::Sampler::Temperature { t: t_scale },
             offline: Default::default(),
             t_scale,
+            stream: None,
         }
     }
 

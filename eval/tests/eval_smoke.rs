@@ -162,6 +162,7 @@ async fn seeded_and_resumed(model: &Model) {
     let _ = std::fs::remove_dir_all(&dir);
     let method = confirm::Planned {
         t_scale: 1.0,
+        stream: None,
         family: frontier::Family::Temperature,
         knob: String::new(),
         sampler: s,

@@ -242,6 +242,7 @@ fn planned(s: Sampler) -> Planned {
         sampler: s,
         offline: Default::default(),
         t_scale: 1.0,
+        stream: None,
     }
 }
 
@@ -317,7 +318,12 @@ impl Run<'_> {
         let knob = screened.knob.clone();
         let (mut score, mut distinct2) = (None, None);
         if screened.matched {
-            let m = [planned(screened.sampler.clone())];
+            // Every setting of a family draws from the family's streams (common random
+            // numbers): two settings differ by their sampler, not by their luck.
+            let m = [Planned {
+                stream: Some(format!("search|{}", family.name())),
+                ..planned(screened.sampler.clone())
+            }];
             let label = format!("search: {} {knob}", family.name());
             let job = Job {
                 sub: "search",
@@ -461,9 +467,11 @@ async fn calibrate(run: &Run<'_>, budget: &mut Budget) -> anyhow::Result<bool> {
     };
     let methods: Vec<Planned> = matched
         .iter()
-        .flat_map(|(_, _, s)| {
-            let variant = |f: f64| Planned {
+        .flat_map(|(role, _, s)| {
+            // An arm's steps draw from the same streams, so its entropies differ by step.
+            let variant = move |f: f64| Planned {
                 t_scale: f,
+                stream: Some(format!("calibration|{role}")),
                 ..planned(d::calibration_variant(s, f))
             };
             steps(s).into_iter().map(variant)
@@ -601,6 +609,9 @@ fn arm_method(a: &Arm) -> Planned {
         sampler: a.sampler.clone(),
         offline: Default::default(),
         t_scale: 1.0,
+        // Every arm draws sample k of a prompt from the same stream (common random
+        // numbers): the paired differences are the arms', not their draws'.
+        stream: Some("main".into()),
     }
 }
 
