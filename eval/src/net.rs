@@ -271,14 +271,13 @@ impl Net {
             ],
             true => [
                 padded_mask(
-                    start,
-                    s,
+                    (start, s),
                     Some(self.shape.window),
                     n_rep,
                     &cache.pads,
                     &self.device,
                 )?,
-                padded_mask(start, s, None, n_rep, &cache.pads, &self.device)?,
+                padded_mask((start, s), None, n_rep, &cache.pads, &self.device)?,
             ],
         };
         for (i, l) in self.layers.iter().enumerate() {
@@ -521,8 +520,7 @@ fn mask(
 /// (a query with no key would turn its softmax into NaN, which would reach the real
 /// positions through the values even at weight 0).
 fn padded_mask(
-    start: usize,
-    s: usize,
+    (start, s): (usize, usize),
     window: Option<usize>,
     n_rep: usize,
     pads: &[usize],
@@ -558,7 +556,7 @@ mod tests {
     fn a_padded_mask_hides_each_rows_pads() {
         // Two rows of three positions, the second padded by one: its real positions (1,
         // 2) do not see position 0, which sees itself.
-        let m = padded_mask(0, 3, None, 1, &[0, 1], &Device::Cpu)
+        let m = padded_mask((0, 3), None, 1, &[0, 1], &Device::Cpu)
             .unwrap()
             .unwrap();
         assert_eq!(m.dims(), &[2, 1, 3, 3]);
