@@ -13,7 +13,7 @@ use mistralrs_hlg::HlgConfig;
 use super::confirm::{PromptMeasures, Sample};
 use super::frontier::Family;
 use super::sampler::Sampler;
-use super::text::{repeated_ngrams, words};
+use super::text::{repeated_ngrams, self_bleu, words};
 
 /// Online settings per searched family.
 pub const SEARCH_BUDGET: usize = 16;
@@ -445,10 +445,13 @@ pub fn calibrated_step(points: &[(f64, f64)], target: f64) -> (f64, bool) {
     ((a.0.ln() + w * (b.0.ln() - a.0.ln())).exp(), bracketed)
 }
 
+/// The measures of a thesis row.
+pub const THESIS_MEASURES: usize = 6;
+
 /// The thesis measures of one prompt's samples: the mean over their steps of the top
 /// probability, the tail mass and KL(drawn from ‖ base), the mean share of repeated
-/// 4-grams within a sample, and the mean online entropy.
-pub fn thesis(samples: &[Sample]) -> Option<[f64; 5]> {
+/// 4-grams within a sample, self-BLEU across the samples, and the mean online entropy.
+pub fn thesis(samples: &[Sample]) -> Option<[f64; THESIS_MEASURES]> {
     let shapes: Vec<&[f64; 3]> = samples.iter().flat_map(|s| &s.trace.shape).collect();
     if shapes.is_empty() {
         return None;
@@ -464,21 +467,24 @@ pub fn thesis(samples: &[Sample]) -> Option<[f64; 5]> {
         .iter()
         .flat_map(|s| s.trace.entropy.iter().copied())
         .collect();
+    let ws: Vec<Vec<String>> = samples.iter().map(|s| words(&s.text)).collect();
     Some([
         mean(0),
         mean(1),
         mean(2),
         repeats,
+        self_bleu(&ws),
         entropy.iter().sum::<f64>() / entropy.len().max(1) as f64,
     ])
 }
 
 /// The names of the thesis measures, in [`thesis`]'s order.
-pub const THESIS: [&str; 5] = [
+pub const THESIS: [&str; THESIS_MEASURES] = [
     "top-1 prob",
     "tail mass",
     "KL to base",
     "repeated 4-grams",
+    "self-BLEU",
     "online entropy",
 ];
 

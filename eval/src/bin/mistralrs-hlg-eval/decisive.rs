@@ -669,7 +669,7 @@ struct Comparison {
 }
 
 /// One prompt of one arm: judged log-prob per byte, distinct-2, the thesis measures.
-type PromptRow = (f64, f64, [f64; 5]);
+type PromptRow = (f64, f64, [f64; d::THESIS_MEASURES]);
 
 /// Stage 4: the calls, the thesis measures and the arms' entropies.
 fn report(dir: &Path) -> anyhow::Result<()> {
@@ -811,7 +811,7 @@ fn report_markdown(
             let e = mistralrs_hlg_eval::stats::Estimate::of(&v);
             format!("{:.4} ± {:.4}", e.mean, 1.96 * e.se)
         };
-        let thesis: Vec<String> = (0..5).map(|k| col(&|x| x.2[k])).collect();
+        let thesis: Vec<String> = (0..d::THESIS_MEASURES).map(|k| col(&|x| x.2[k])).collect();
         let flag = if a.bracketed {
             ""
         } else {
@@ -988,6 +988,7 @@ mod tests {
         // The thesis columns read the traces.
         let row = base[&0];
         assert!((row.2[0] - 0.4).abs() < 1e-12);
-        assert!((row.2[4] - 2.0).abs() < 1e-12);
+        assert!((row.2[5] - 2.0).abs() < 1e-12);
+        assert!((0.0..=1.0).contains(&row.2[4]), "self-BLEU {}", row.2[4]);
     }
 }
