@@ -224,17 +224,55 @@ fn golden<E>(
     let to = |u: f64| sig3(if log { u.exp() } else { u });
     let (mut a, mut b) = if log { (lo.ln(), hi.ln()) } else { (lo, hi) };
     let g = (5f64.sqrt() - 1.0) / 2.0;
+    // Points that round to one already scored cost nothing: the search goes on until
+    // `budget` distinct points are scored (or the interval is far below the rounding).
+    let seen = std::cell::RefCell::new(Vec::<(f64, f64)>::new());
+    let mut f = |x: f64| {
+        let v = f(&[x])?;
+        if !seen.borrow().iter().any(|(y, _)| *y == x) {
+            seen.borrow_mut().push((x, v));
+        }
+        Ok(v)
+    };
     let (mut c, mut d) = (b - g * (b - a), a + g * (b - a));
-    let (mut fc, mut fd) = (f(&[to(c)])?, f(&[to(d)])?);
-    for _ in 2..budget {
+    let (mut fc, mut fd) = (f(to(c))?, f(to(d))?);
+    for _ in 2..budget * 8 {
+        if seen.borrow().len() >= budget {
+            break;
+        }
         if fc >= fd {
             (b, d, fd) = (d, c, fc);
             c = b - g * (b - a);
-            fc = f(&[to(c)])?;
+            fc = f(to(c))?;
         } else {
             (a, c, fc) = (c, d, fd);
             d = a + g * (b - a);
-            fd = f(&[to(d)])?;
+            fd = f(to(d))?;
+        }
+    }
+    // Converged below the rounding with budget left: the rounded values next to the best,
+    // outward, alternately above and below.
+    let best = seen
+        .borrow()
+        .iter()
+        .fold(
+            (f64::NAN, f64::NEG_INFINITY),
+            |b, &p| if p.1 > b.1 { p } else { b },
+        )
+        .0;
+    for k in 1..1000 {
+        if seen.borrow().len() >= budget || !best.is_finite() {
+            break;
+        }
+        for x in [
+            best * (1.0 + 0.01 * k as f64),
+            best * (1.0 - 0.01 * k as f64),
+        ] {
+            let x = sig3(x);
+            let fresh = !seen.borrow().iter().any(|(y, _)| *y == x);
+            if fresh && (lo..=hi).contains(&x) && seen.borrow().len() < budget {
+                f(x)?;
+            }
         }
     }
     Ok(())
@@ -293,12 +331,33 @@ fn coordinate<E>(
         }
         step = 1;
     }
-    // The rest of the budget: single-knob steps from the best, then pairs, in order.
+    // The rest of the budget: single-knob steps from the best, then pairs, in order; then
+    // the untried grid points nearest the best (fewest steps), so that a small grid spends
+    // the budget too.
     for changed in 1..=grid.len() {
         for p in neighbours(grid, &cur, changed) {
             if score(&p, &mut seen)?.is_none() {
                 return Ok(());
             }
+        }
+    }
+    let mut all: Vec<Vec<usize>> = vec![vec![]];
+    for g in grid {
+        all = all
+            .into_iter()
+            .flat_map(|p| (0..g.len()).map(move |i| [p.clone(), vec![i]].concat()))
+            .collect();
+    }
+    let steps = |p: &[usize]| {
+        p.iter()
+            .zip(&cur)
+            .map(|(&a, &b)| a.abs_diff(b))
+            .sum::<usize>()
+    };
+    all.sort_by_key(|p| steps(p));
+    for p in all {
+        if score(&p, &mut seen)?.is_none() {
+            return Ok(());
         }
     }
     Ok(())
@@ -564,7 +623,7 @@ mod tests {
     fn golden_section_finds_the_peak_of_a_smooth_score() {
         // Peak at min-p 0.03 on a log scale.
         let asked = run(Searched::MinP, |p| -(p[0].ln() - 0.03f64.ln()).powi(2));
-        assert!(asked.len() >= SEARCH_BUDGET - 2, "{}", asked.len());
+        assert_eq!(asked.len(), SEARCH_BUDGET);
         let scores: HashMap<String, f64> = asked
             .iter()
             .map(|p| (point_key(p), -(p[0].ln() - 0.03f64.ln()).powi(2)))
@@ -613,6 +672,14 @@ mod tests {
             .collect();
         let best = best_point(Searched::AdaptiveP, &scores).unwrap();
         assert!(best[0] <= 0.5, "{best:?}");
+    }
+
+    #[test]
+    fn every_search_spends_its_budget_on_distinct_points() {
+        for family in Searched::ALL {
+            let asked = run(family, |p| -p.iter().map(|v| (v - 0.7).abs()).sum::<f64>());
+            assert_eq!(asked.len(), SEARCH_BUDGET, "{family:?}");
+        }
     }
 
     #[test]
