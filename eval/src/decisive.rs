@@ -341,6 +341,16 @@ fn coordinate<E>(
             }
         }
     }
+    for p in by_distance(grid, &cur) {
+        if score(&p, &mut seen)?.is_none() {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+/// Every point of the grid, nearest `at` first (fewest grid steps; ties in grid order).
+fn by_distance(grid: &[Vec<f64>], at: &[usize]) -> Vec<Vec<usize>> {
     let mut all: Vec<Vec<usize>> = vec![vec![]];
     for g in grid {
         all = all
@@ -350,17 +360,12 @@ fn coordinate<E>(
     }
     let steps = |p: &[usize]| {
         p.iter()
-            .zip(&cur)
+            .zip(at)
             .map(|(&a, &b)| a.abs_diff(b))
             .sum::<usize>()
     };
     all.sort_by_key(|p| steps(p));
-    for p in all {
-        if score(&p, &mut seen)?.is_none() {
-            return Ok(());
-        }
-    }
-    Ok(())
+    all
 }
 
 /// The grid points that differ from `at` in exactly `changed` knobs, each by one step,
