@@ -154,6 +154,7 @@ async fn batched_seeded_samples_equal_serial_ones_only_where_batches_are_right()
             knob: knob.into(),
             sampler: Sampler::Temperature { t },
             offline: Default::default(),
+            stream: None,
         })
         .into();
     let dir = std::env::temp_dir().join(format!("hlg-batched-confirm-{}", std::process::id()));
@@ -161,10 +162,8 @@ async fn batched_seeded_samples_equal_serial_ones_only_where_batches_are_right()
         let (dir, model, methods) = (dir.join(format!("b{batch}")), &model, &methods);
         async move {
             let _ = std::fs::remove_dir_all(&dir);
-            let mut stores: Vec<confirm::Store> = methods
-                .iter()
-                .map(|m| confirm::Store::open(&dir, m, 8).unwrap())
-                .collect();
+            let store = |m| confirm::Store::open(&dir, m, 8).unwrap();
+            let mut stores: Vec<confirm::Store> = methods.iter().map(store).collect();
             let at = (0, mistralrs_hlg_eval::prompts::OPEN_ENDED[0]);
             let draws = confirm::Draws {
                 model: mistralrs_hlg_eval::lm::Lm::Engine(model),
