@@ -152,8 +152,9 @@ fn draw_rows(rows: &[Row<'_>], stops: &[u32], live: &mut [Live]) -> Result<(), E
             let base = l.logits.clone();
             row.sampler.transform_in(&mut l.logits, &mut l.memory);
             let q = probs(&l.logits, row.sampler.temperature());
-            l.trace.entropy.push(entropy_of(&q));
-            l.trace.shape.push(shape_of(&base, lse, &q));
+            let h = entropy_of(&q);
+            l.trace.entropy.push(h);
+            l.trace.shape.push(shape_of(&base, lse, &q, h));
             let pick = draw(&q, l.seed.unit());
             row.sampler.accept(&mut l.memory, pick);
             // As log_softmax(base, 1)[pick], bit for bit (a drawn token is finite).

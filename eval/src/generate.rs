@@ -75,9 +75,10 @@ impl mistralrs_core::CustomLogitsProcessor for Recorder {
         let mut y = x.clone();
         self.sampler.transform_in(&mut y, &mut s.memory);
         let q = probs(&y, self.sampler.temperature());
-        s.trace.entropy.push(entropy_of(&q));
+        let h = entropy_of(&q);
+        s.trace.entropy.push(h);
         if let Some(lse) = lse {
-            s.trace.shape.push(shape_of(&x, lse, &q));
+            s.trace.shape.push(shape_of(&x, lse, &q, h));
         }
         if let Some(draws) = &self.draws {
             // The host can then only draw this token: every other logit is -inf.
@@ -89,12 +90,14 @@ impl mistralrs_core::CustomLogitsProcessor for Recorder {
 }
 
 /// The thesis measures of one step ([`Trace::shape`]): for the distribution `q` drawn
-/// from and the base logits `base` with their log-sum-exp `lse` (T = 1), the top
-/// probability of `q`, the mass `q` puts on tokens whose base probability is below
-/// [`TAIL`], and KL(q ‖ base) = Σ q (ln q − ln p_base) over the tokens `q` can draw.
-pub fn shape_of(base: &[f32], lse: f64, q: &[f64]) -> [f64; 3] {
+/// from, its entropy `entropy` (nats, as [`entropy_of`] gives it) and the base logits
+/// `base` with their log-sum-exp `lse` (T = 1), the top probability of `q`, the mass `q`
+/// puts on tokens whose base probability is below [`TAIL`], and KL(q ‖ base) =
+/// Σ q ln q − Σ q ln p_base = −entropy − Σ q ln p_base: the entropy already computed
+/// saves a logarithm per token of the vocabulary.
+pub fn shape_of(base: &[f32], lse: f64, q: &[f64], entropy: f64) -> [f64; 3] {
     let tail = TAIL.ln();
-    let (mut top, mut mass, mut kl) = (0.0f64, 0.0, 0.0);
+    let (mut top, mut mass, mut cross) = (0.0f64, 0.0, 0.0);
     for (&x, &p) in base.iter().zip(q) {
         if p > 0.0 {
             let lp = f64::from(x) - lse;
@@ -102,10 +105,10 @@ pub fn shape_of(base: &[f32], lse: f64, q: &[f64]) -> [f64; 3] {
             if lp < tail {
                 mass += p;
             }
-            kl += p * (p.ln() - lp);
+            cross += p * lp;
         }
     }
-    [top, mass, kl]
+    [top, mass, -entropy - cross]
 }
 
 /// A text judged by a model: the log-probability of each token of a continuation given
@@ -353,13 +356,14 @@ mod tests {
     fn a_steps_shape_by_hand() {
         let base = [0.0f32, -10.0, f32::NEG_INFINITY];
         let lse = crate::metrics::log_sum_exp(&base, 1.0).unwrap();
-        let [top, tail, kl] = shape_of(&base, lse, &[0.7, 0.3, 0.0]);
+        let q = [0.7, 0.3, 0.0];
+        let [top, tail, kl] = shape_of(&base, lse, &q, entropy_of(&q));
         assert_eq!(top, 0.7);
         assert!((tail - 0.3).abs() < 1e-15);
         assert!((kl - 2.389_181_096_844).abs() < 1e-9, "{kl}");
         // Drawn from the base itself: no KL, and the base's own tail mass.
         let p: Vec<f64> = base.iter().map(|&x| (f64::from(x) - lse).exp()).collect();
-        let [_, tail, kl] = shape_of(&base, lse, &p);
+        let [_, tail, kl] = shape_of(&base, lse, &p, entropy_of(&p));
         assert!(kl.abs() < 1e-12 && (tail - 4.539_786_87e-5).abs() < 1e-12);
     }
 
