@@ -2,7 +2,7 @@
 //! the stable replay of the kept corpus (`integration-tests/tests/fuzz_corpus.rs`).
 
 use mistralrs_hlg::config::RawValue;
-use mistralrs_hlg::{HlgConfig, HlgCurve, HlgError, Pivot, ToeShape};
+use mistralrs_hlg::{params::Span, CurveParts, HlgConfig, HlgCurve, HlgError, Pivot, ToeShape};
 
 /// The `hlg` request field: any bytes as a JSON body's `hlg` value.
 pub fn hlg_json(data: &[u8]) {
@@ -96,14 +96,14 @@ pub fn kernel(data: &[u8]) {
     // Only `top` reads the offset; the others keep a valid one so they are not skipped.
     let offset = if pivot == Pivot::Top { f(2).abs() } else { 0.0 };
     let shape = ToeShape::ALL[(flags >> 4) as usize % ToeShape::ALL.len()];
-    let Ok(curve) = HlgCurve::new(
+    let Ok(curve) = HlgCurve::new(CurveParts {
         pivot,
-        offset,
-        knob(flags & 1 != 0, f(6)),
-        knob(flags & 2 != 0, f(10)),
-        knob(flags & 4 != 0, f(14)),
-        shape,
-    ) else {
+        pivot_offset: Span::Nats(offset),
+        width: knob(flags & 1 != 0, f(6)).map(Span::Nats),
+        shoulder: knob(flags & 2 != 0, f(10)),
+        toe: knob(flags & 4 != 0, f(14)),
+        toe_shape: shape,
+    }) else {
         return;
     };
     // Auto mode: flag bit 3 makes the width (when on) `f(6)`·σ, the top bit of byte 1

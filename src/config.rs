@@ -8,7 +8,7 @@ use std::fmt;
 use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
-use crate::curve::HlgCurve;
+use crate::curve::{CurveParts, HlgCurve};
 use crate::error::HlgError;
 use crate::params::{
     render_number, Field, Kind, Pivot, Span, ToeShape, DEFAULT_PIVOT_OFFSET_SCALE,
@@ -416,12 +416,14 @@ impl HlgConfig {
             .and_then(|k| k.span(offset_scale))
             .unwrap_or(d.pivot_offset());
         // Every field was checked against the curve's ranges when it was set.
-        HlgCurve::from_checked(HlgCurve::from_parts(
-            self.pivot.unwrap_or(d.pivot()),
-            (offset, width),
-            (knob(self.shoulder, d.shoulder()), knob(self.toe, d.toe())),
-            self.toe_shape.unwrap_or(d.toe_shape()),
-        ))
+        HlgCurve::from_checked(CurveParts {
+            pivot: self.pivot.unwrap_or(d.pivot()),
+            pivot_offset: offset,
+            width,
+            shoulder: knob(self.shoulder, d.shoulder()),
+            toe: knob(self.toe, d.toe()),
+            toe_shape: self.toe_shape.unwrap_or(d.toe_shape()),
+        })
     }
 }
 

@@ -66,6 +66,6 @@ pub mod server;
 pub mod weights;
 
 pub use config::HlgConfig;
-pub use curve::HlgCurve;
+pub use curve::{CurveParts, HlgCurve};
 pub use error::HlgError;
 pub use params::{Pivot, ToeShape};

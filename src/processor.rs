@@ -310,8 +310,9 @@ pub const HOST_DEFAULT_TEMPERATURE: f64 = 1.0;
 /// [`MIN_P_OFF`]), so that a model's generation defaults cannot bring them back:
 /// mistral.rs 0.9 fills the fields a request left unset from the model's
 /// `generation_config.json`, and `do_sample: false` there means top-k 1. An armed request
-/// therefore samples whatever the model's defaults say; a request without a temperature
-/// still takes the model's default temperature (0.9) or 1.0 (0.8.1) as its mid gain.
+/// is therefore sampled by HLG alone, whatever the model's defaults say; only its
+/// temperature may come from them: a request without one takes the model's default
+/// temperature (0.9) or 1.0 (0.8.1) as its mid gain.
 ///
 /// ```
 /// use mistralrs_core::{NormalRequest, Request, RequestMessage, SamplingParams};

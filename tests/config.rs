@@ -1,7 +1,7 @@
 //! The `hlg` object: every validation message as an insta snapshot, round trips,
 //! shorthands, and the precedence merge.
 
-use mistralrs_hlg::{HlgConfig, HlgCurve, Pivot, ToeShape};
+use mistralrs_hlg::{params::Span, CurveParts, HlgConfig, HlgCurve, Pivot, ToeShape};
 
 fn error_of(json: &str) -> String {
     let v: serde_json::Value = serde_json::from_str(json).unwrap();
@@ -187,7 +187,15 @@ fn auto_mode_reads_and_resolves() {
 
 #[test]
 fn curve_constructor_validates() {
-    assert!(HlgCurve::new(Pivot::Top, -1.0, Some(1.0), None, None, ToeShape::Log).is_err());
+    assert!(HlgCurve::new(CurveParts {
+        pivot: Pivot::Top,
+        pivot_offset: Span::Nats(-1.0),
+        width: Some(Span::Nats(1.0)),
+        shoulder: None,
+        toe: None,
+        toe_shape: ToeShape::Log
+    })
+    .is_err());
     assert!(HlgCurve::default().with_width(Some(f32::NAN)).is_err());
     assert!(HlgCurve::default().with_toe(Some(f32::INFINITY)).is_err());
     assert!(HlgCurve::default().with_shoulder(Some(0.0)).is_err());

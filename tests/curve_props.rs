@@ -4,7 +4,7 @@
 
 mod common;
 
-use mistralrs_hlg::{HlgCurve, Pivot, ToeShape};
+use mistralrs_hlg::{params::Span, CurveParts, HlgCurve, Pivot, ToeShape};
 use proptest::prelude::*;
 
 /// Every pivot mode, with an offset (which only `top` reads).
@@ -42,7 +42,15 @@ fn curve() -> impl Strategy<Value = HlgCurve> {
         shape(),
     )
         .prop_map(|((p, _), o, w, bh, bt, s)| {
-            let c = HlgCurve::new(p, 0.0, None, bh, bt, s).unwrap();
+            let c = HlgCurve::new(CurveParts {
+                pivot: p,
+                pivot_offset: Span::Nats(0.0),
+                width: None,
+                shoulder: bh,
+                toe: bt,
+                toe_shape: s,
+            })
+            .unwrap();
             let c = match o {
                 Len::Nats(v) => c.with_pivot_offset(v),
                 Len::Auto(k) => c.with_auto_pivot_offset(k),
@@ -113,10 +121,10 @@ proptest! {
     #[test]
     fn identity_bit_exact(x in logits(), (p, o) in pivot(), s in shape(), w in 0.0f32..10.0) {
         for c in [
-            HlgCurve::new(p, o, None, Some(1.0), Some(1.0), s).unwrap(),
-            HlgCurve::new(p, o, Some(w), None, None, s).unwrap(),
-            HlgCurve::new(p, o, None, None, None, s).unwrap().with_auto_width(w).unwrap(),
-            HlgCurve::new(p, 0.0, None, Some(1.0), Some(1.0), s).unwrap().with_auto_pivot_offset(o).unwrap(),
+            HlgCurve::new(CurveParts { pivot: p, pivot_offset: Span::Nats(o), width: None, shoulder: Some(1.0), toe: Some(1.0), toe_shape: s }).unwrap(),
+            HlgCurve::new(CurveParts { pivot: p, pivot_offset: Span::Nats(o), width: Some(Span::Nats(w)), shoulder: None, toe: None, toe_shape: s }).unwrap(),
+            HlgCurve::new(CurveParts { pivot: p, pivot_offset: Span::Nats(o), width: None, shoulder: None, toe: None, toe_shape: s }).unwrap().with_auto_width(w).unwrap(),
+            HlgCurve::new(CurveParts { pivot: p, pivot_offset: Span::Nats(0.0), width: None, shoulder: Some(1.0), toe: Some(1.0), toe_shape: s }).unwrap().with_auto_pivot_offset(o).unwrap(),
         ] {
             let y = applied(&c, &x);
             prop_assert_eq!(y.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), x.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
@@ -128,7 +136,7 @@ proptest! {
     #[test]
     fn c1_at_the_knees(w in 0.0f32..8.0, bh in 2.0f32..50.0, bt in 2.0f32..50.0, s in shape()) {
         let offset = w + 1.0;
-        let c = HlgCurve::new(Pivot::Top, offset, Some(w), Some(bh), Some(bt), s).unwrap();
+        let c = HlgCurve::new(CurveParts { pivot: Pivot::Top, pivot_offset: Span::Nats(offset), width: Some(Span::Nats(w)), shoulder: Some(bh), toe: Some(bt), toe_shape: s }).unwrap();
         let h = 1e-3f32;
         let probes = [w - h, w, w + h, -w + h, -w, -w - h];
         let mut x = vec![offset];
@@ -150,7 +158,7 @@ proptest! {
     ) {
         let mut x = vec![v; if equal { n } else { 1 }];
         x.extend(std::iter::repeat_n(f32::NEG_INFINITY, masked));
-        let c = HlgCurve::new(p, 0.0, None, bh, bt, s).unwrap()
+        let c = HlgCurve::new(CurveParts { pivot: p, pivot_offset: Span::Nats(0.0), width: None, shoulder: bh, toe: bt, toe_shape: s }).unwrap()
             .with_auto_width(kw).unwrap()
             .with_auto_pivot_offset(ko).unwrap();
         prop_assert_eq!(HlgCurve::spread_of(&x), Some(0.0));
@@ -288,7 +296,15 @@ fn any_accepted_curve() -> impl Strategy<Value = HlgCurve> {
         (any::<bool>(), any::<bool>()),
     )
         .prop_map(|(p, o, w, bh, bt, s, (auto_o, auto_w))| {
-            let c = HlgCurve::new(p, o, w, bh, bt, s).expect("an accepted curve");
+            let c = HlgCurve::new(CurveParts {
+                pivot: p,
+                pivot_offset: Span::Nats(o),
+                width: w.map(Span::Nats),
+                shoulder: bh,
+                toe: bt,
+                toe_shape: s,
+            })
+            .expect("an accepted curve");
             let c = if auto_o {
                 c.with_auto_pivot_offset(o).unwrap()
             } else {
@@ -332,33 +348,49 @@ proptest! {
 #[test]
 fn the_bounds_are_the_accepted_ranges() {
     use mistralrs_hlg::params::{MAX_NATS, MIN_BETA};
-    assert!(HlgCurve::new(
-        Pivot::Top,
-        MAX_NATS,
-        Some(MAX_NATS),
-        Some(MAX_NATS),
-        Some(MIN_BETA),
-        ToeShape::Exp
-    )
+    assert!(HlgCurve::new(CurveParts {
+        pivot: Pivot::Top,
+        pivot_offset: Span::Nats(MAX_NATS),
+        width: Some(Span::Nats(MAX_NATS)),
+        shoulder: Some(MAX_NATS),
+        toe: Some(MIN_BETA),
+        toe_shape: ToeShape::Exp
+    })
     .is_ok());
-    assert!(HlgCurve::new(
-        Pivot::Top,
-        MAX_NATS * 1.001,
-        None,
-        None,
-        None,
-        ToeShape::Log
-    )
+    assert!(HlgCurve::new(CurveParts {
+        pivot: Pivot::Top,
+        pivot_offset: Span::Nats(MAX_NATS * 1.001),
+        width: None,
+        shoulder: None,
+        toe: None,
+        toe_shape: ToeShape::Log
+    })
     .is_err());
-    assert!(HlgCurve::new(Pivot::Top, 1.0, Some(1001.0), None, None, ToeShape::Log).is_err());
-    assert!(HlgCurve::new(Pivot::Top, 1.0, None, Some(1e6), None, ToeShape::Log).is_err());
-    assert!(HlgCurve::new(
-        Pivot::Top,
-        1.0,
-        None,
-        None,
-        Some(MAX_NATS + 1.0),
-        ToeShape::Log
-    )
+    assert!(HlgCurve::new(CurveParts {
+        pivot: Pivot::Top,
+        pivot_offset: Span::Nats(1.0),
+        width: Some(Span::Nats(1001.0)),
+        shoulder: None,
+        toe: None,
+        toe_shape: ToeShape::Log
+    })
+    .is_err());
+    assert!(HlgCurve::new(CurveParts {
+        pivot: Pivot::Top,
+        pivot_offset: Span::Nats(1.0),
+        width: None,
+        shoulder: Some(1e6),
+        toe: None,
+        toe_shape: ToeShape::Log
+    })
+    .is_err());
+    assert!(HlgCurve::new(CurveParts {
+        pivot: Pivot::Top,
+        pivot_offset: Span::Nats(1.0),
+        width: None,
+        shoulder: None,
+        toe: Some(MAX_NATS + 1.0),
+        toe_shape: ToeShape::Log
+    })
     .is_err());
 }

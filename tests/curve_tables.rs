@@ -1,7 +1,7 @@
 //! Small vectors with expected outputs worked out by hand (in f64), for every pivot
 //! mode, every toe shape and every `off` combination (DESIGN.md §2).
 
-use mistralrs_hlg::{HlgCurve, Pivot, ToeShape};
+use mistralrs_hlg::{params::Span, CurveParts, HlgCurve, Pivot, ToeShape};
 
 const NEG: f32 = f32::NEG_INFINITY;
 const NEG64: f64 = f64::NEG_INFINITY;
@@ -14,7 +14,15 @@ fn curve(
     bt: Option<f32>,
     shape: ToeShape,
 ) -> HlgCurve {
-    HlgCurve::new(pivot, offset, w, bh, bt, shape).unwrap()
+    HlgCurve::new(CurveParts {
+        pivot,
+        pivot_offset: Span::Nats(offset),
+        width: w.map(Span::Nats),
+        shoulder: bh,
+        toe: bt,
+        toe_shape: shape,
+    })
+    .unwrap()
 }
 
 fn check(name: &str, c: &HlgCurve, x: &[f32], want: &[f64]) {

@@ -66,7 +66,7 @@ impl Server {
                     s.log_text()
                 );
             }
-            if matches!(s.request("GET", "/v1/models", None), Ok((200, _))) {
+            if matches!(s.request("GET", "/health", None), Ok((200, _))) {
                 return s;
             }
             assert!(
@@ -89,13 +89,25 @@ impl Server {
         path: &str,
         body: Option<&Value>,
     ) -> std::io::Result<(u16, String)> {
+        self.request_with_key(method, path, body, None)
+    }
+
+    /// As [`Server::request`], with `Authorization: Bearer KEY` when a key is given.
+    fn request_with_key(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+        key: Option<&str>,
+    ) -> std::io::Result<(u16, String)> {
         let mut c = TcpStream::connect(("127.0.0.1", self.port))?;
         c.set_read_timeout(Some(Duration::from_secs(300)))?;
         let body = body.map(|b| b.to_string()).unwrap_or_default();
+        let auth = key.map_or(String::new(), |k| format!("Authorization: Bearer {k}\r\n"));
         write!(
             c,
             "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
-             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+             {auth}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
             body.len()
         )?;
         let mut raw = Vec::new();
@@ -333,4 +345,62 @@ fn serve_weights_formats() {
         "{text}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Every route of the route table, on `serve --api-key`: without the key each answers
+/// 401 but health; with it, the public rows are served (whatever their handler then says
+/// to a body that is not a request) and every other row, the web UI's included, is the
+/// allowlist's 404 naming `--allow-admin-routes`.
+#[test]
+fn serve_puts_every_route_of_the_table_behind_the_key() {
+    use mistralrs_hlg::server::routes::{self, Access};
+    const KEY: &str = "sk-serve-routes";
+    let s = Server::start_with(&["--api-key", KEY]);
+    let fill = |p: &str| {
+        p.split('/')
+            .map(|seg| match seg {
+                "{*rest}" => "api/list_models",
+                s if s.starts_with('{') => "x",
+                s => s,
+            })
+            .collect::<Vec<_>>()
+            .join("/")
+    };
+    let not_a_request = json!({"not": "a request"});
+    let mut walked = 0;
+    for r in routes::ROUTES {
+        for &method in r.methods {
+            let path = fill(r.path);
+            let body = (method == "POST").then_some(&not_a_request);
+            let ask = |key| {
+                s.request_with_key(method, &path, body, key)
+                    .unwrap_or_else(|e| panic!("{method} {path}: {e}"))
+            };
+            let (status, text) = ask(None);
+            let open = r.access == Access::Open;
+            assert_eq!(
+                status == 401,
+                !open,
+                "{method} {path} without the key: {status} {text:.200}"
+            );
+            let (status, text) = ask(Some(KEY));
+            let closed = status == 404 && text.contains("--allow-admin-routes");
+            // A row of the other host is unknown here: refused as an unreviewed route.
+            let want_closed = r.access == Access::Admin || !r.on_this_host();
+            assert_eq!(
+                closed, want_closed,
+                "{method} {path} with the key: {status} {text:.200}"
+            );
+            assert!(
+                status != 401 && status < 500,
+                "{method} {path} with the key: {status} {text:.200}"
+            );
+            walked += 1;
+        }
+    }
+    assert!(walked > 40, "{walked} routes walked");
+    let (status, _) = s
+        .request_with_key("GET", "/v1/models", None, Some(KEY))
+        .unwrap();
+    assert_eq!(status, 200, "the server still serves after the walk");
 }

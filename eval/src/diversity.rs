@@ -9,7 +9,7 @@ use super::capture::Capture;
 use super::generate::{generate, Trace};
 use super::sampler::{match_entropy, mean_entropy, Sampler};
 use super::text::{distinct_n, pooled_entropy, self_bleu, words};
-use super::EvalError;
+use super::{EvalError, PerPrompt};
 use mistralrs_hlg::config::RawValue;
 use mistralrs_hlg::{HlgConfig, ToeShape};
 
@@ -134,15 +134,17 @@ pub fn measure(
     }
 }
 
-/// Samples every prompt `samples` times with `sampler` (one request after another) and
-/// measures the result. `progress` after each generation.
+/// Samples every prompt `per.samples` times with `sampler` (one request after another)
+/// and measures the result, `offline_entropy` being the entropy it was matched at.
+/// `progress` after each generation.
 pub async fn run_method(
     model: &mistralrs::Model,
     prompts: &[&str],
-    sampler: &Sampler,
-    offline_entropy: f64,
-    samples: usize,
-    max_tokens: usize,
+    (sampler, offline_entropy): (&Sampler, f64),
+    PerPrompt {
+        samples,
+        max_tokens,
+    }: PerPrompt,
     mut progress: impl FnMut(),
 ) -> Result<MethodResult, EvalError> {
     let (mut texts, mut traces) = (vec![], vec![]);

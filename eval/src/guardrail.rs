@@ -238,28 +238,6 @@ impl Journal {
     }
 }
 
-/// Runs every task of `tasks` `samples` times with `sampler` (greedy, once, when `None`),
-/// `max_tokens` each, one generation at a time.
-pub async fn run(
-    model: &mistralrs::Model,
-    tasks: &[Task],
-    sampler: Option<&Sampler>,
-    samples: usize,
-    max_tokens: usize,
-    progress: impl FnMut(),
-) -> Result<Accuracy, EvalError> {
-    let methods = [sampler.cloned()];
-    let plan = Plan {
-        tasks,
-        methods: &methods,
-        samples,
-        max_tokens,
-        batch: 1,
-    };
-    let mut out = run_all(Lm::Engine(model), plan, None, progress).await?;
-    Ok(out.remove(0))
-}
-
 /// What a guardrail run asks: the tasks, the methods (`None`: greedy), samples per item
 /// for a sampled method, the reply length and how many generations go at once.
 #[derive(Clone, Copy)]

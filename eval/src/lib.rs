@@ -36,6 +36,15 @@ pub mod verdict;
 
 pub use error::EvalError;
 
+/// What each prompt gets: how many samples, and how many tokens each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PerPrompt {
+    /// Samples per prompt.
+    pub samples: usize,
+    /// Tokens per sample, at most.
+    pub max_tokens: usize,
+}
+
 #[cfg(feature = "gemma")]
 /// CPU-bound work on a runtime thread, telling the runtime so (multi-threaded runtimes),
 /// or inline on a current-thread runtime (the forward passes of `net`).

@@ -284,7 +284,12 @@ impl Net {
             let g = usize::from(!l.sliding);
             let h = rms_norm(&x, &l.attn_norm, self.shape.eps)?;
             let kv = cache.kv.get(i);
-            let (a, k, v) = self.attend(l, &h, (rows, s), kv, &ropes[g], masks[g].as_ref())?;
+            let past = Past {
+                kv,
+                rope: &ropes[g],
+                mask: masks[g].as_ref(),
+            };
+            let (a, k, v) = self.attend(l, &h, (rows, s), past)?;
             match cache.kv.get_mut(i) {
                 Some(slot) => *slot = (k, v),
                 None => cache.kv.push((k, v)),
@@ -396,16 +401,18 @@ impl Net {
         Ok((angles.cos()?, angles.sin()?))
     }
 
-    /// One layer's attention over `h` ([rows · s, d]) after the cached keys and values
-    /// `kv`: the output ([rows · s, d]) and the keys and values now held.
+    /// One layer's attention over `h` ([rows · s, d]) after what `past` holds: the output
+    /// ([rows · s, d]) and the keys and values now held.
     fn attend(
         &self,
         l: &Layer,
         h: &Tensor,
         (rows, s): (usize, usize),
-        kv: Option<&(Tensor, Tensor)>,
-        (cos, sin): &(Tensor, Tensor),
-        mask: Option<&Tensor>,
+        Past {
+            kv,
+            rope: (cos, sin),
+            mask,
+        }: Past<'_>,
     ) -> Result<(Tensor, Tensor, Tensor)> {
         let Shape {
             n_head,
@@ -453,6 +460,15 @@ impl Net {
             .reshape((rows * s, n_head * head_dim))?;
         Ok((out.matmul(&l.o.t()?)?, k, v))
     }
+}
+
+/// What a layer's attention reads besides the new rows: the cached keys and values, the
+/// rotary tables of the new positions, and the mask (`None`: every key visible).
+#[derive(Clone, Copy)]
+struct Past<'a> {
+    kv: Option<&'a (Tensor, Tensor)>,
+    rope: &'a (Tensor, Tensor),
+    mask: Option<&'a Tensor>,
 }
 
 impl Layer {

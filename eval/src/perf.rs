@@ -7,7 +7,7 @@ use std::time::Instant;
 use mistralrs::{RequestBuilder, TextMessageRole};
 use serde::Serialize;
 
-use super::EvalError;
+use super::{EvalError, PerPrompt};
 use mistralrs_hlg::processor::HlgRequestExt;
 use mistralrs_hlg::HlgCurve;
 
@@ -135,15 +135,17 @@ fn request(arm: Arm, prompt: &str, curve: HlgCurve, t: f64, max_tokens: usize) -
     }
 }
 
-/// `rounds` rounds over `prompts`; in each round every arm runs every prompt, in an order
-/// rotated by the round. Sampling at temperature `t`, `max_tokens` tokens.
+/// `per.samples` rounds over `prompts`; in each round every arm runs every prompt, in an
+/// order rotated by the round. Sampling with `curve` at temperature `t`, `per.max_tokens`
+/// tokens.
 pub async fn run(
     model: &mistralrs::Model,
     prompts: &[&str],
-    curve: HlgCurve,
-    t: f64,
-    rounds: usize,
-    max_tokens: usize,
+    (curve, t): (HlgCurve, f64),
+    PerPrompt {
+        samples: rounds,
+        max_tokens,
+    }: PerPrompt,
     mut progress: impl FnMut(),
 ) -> Result<(Vec<Vec<Timing>>, Vec<Summary>), EvalError> {
     let mut all = vec![];

@@ -10,7 +10,7 @@ use mistralrs_hlg_eval::generate::{generate, generate_seeded};
 use mistralrs_hlg_eval::lm::Lm;
 use mistralrs_hlg_eval::metrics::log_softmax;
 use mistralrs_hlg_eval::sampler::{mean_entropy, Sampler};
-use mistralrs_hlg_eval::{confirm, diversity, frontier, guardrail, kl, perf, prompts};
+use mistralrs_hlg_eval::{confirm, diversity, frontier, guardrail, kl, perf, prompts, PerPrompt};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_evaluation_pipeline_measures_what_it_says() {
@@ -332,9 +332,17 @@ fn answered(reply: &str, task: &guardrail::Task) -> bool {
 /// Guardrail: the scorer on the model's greedy answers agrees with a by-hand check of
 /// the replies it recorded.
 async fn guardrail_scorer(model: &Model) {
-    let acc = guardrail::run(model, &guardrail::TASKS[..3], None, 1, 6, || {})
+    let greedy = guardrail::Plan {
+        tasks: &guardrail::TASKS[..3],
+        methods: &[None],
+        samples: 1,
+        max_tokens: 6,
+        batch: 1,
+    };
+    let acc = guardrail::run_all(Lm::Engine(model), greedy, None, || {})
         .await
-        .unwrap();
+        .unwrap()
+        .remove(0);
     assert_eq!(acc.items, 3);
     for ((ok, reply), task) in acc.replies.iter().zip(guardrail::TASKS) {
         assert_eq!(*ok, answered(reply, task), "{reply:?}");
@@ -419,13 +427,15 @@ async fn first_item_through(
 
 /// Perf: one round, every arm runs and generates.
 async fn perf_ab(model: &Model) {
+    let per = PerPrompt {
+        samples: 1,
+        max_tokens: 4,
+    };
     let (rounds, summary) = perf::run(
         model,
         &prompts::OPEN_ENDED[..1],
-        HlgCurve::default(),
-        0.8,
-        1,
-        4,
+        (HlgCurve::default(), 0.8),
+        per,
         || {},
     )
     .await

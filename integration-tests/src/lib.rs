@@ -30,7 +30,7 @@ pub fn model() -> ModelSource {
 
 /// A fresh engine (its sampling RNG starts from the same seed each time).
 pub async fn engine() -> SharedMistralRsState {
-    server::load::load(&model(), true)
+    server::load::load(&model())
         .await
         .expect("loading the model")
 }

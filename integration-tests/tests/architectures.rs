@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use mistralrs_hlg::server::engine::EngineMode;
 use mistralrs_hlg::server::load::{load, ModelSource};
-use mistralrs_hlg::server::{Choices, HlgServerOptions, RouterBuilder};
+use mistralrs_hlg::server::{Choices, Concurrency, HlgServerOptions, RouterBuilder};
 use mistralrs_hlg::HlgConfig;
 use mistralrs_hlg_integration_tests::tiny::{write_gguf, Arch};
 use mistralrs_hlg_integration_tests::{
@@ -43,7 +43,7 @@ fn model(arch: Arch, vocab: usize) -> ModelSource {
 }
 
 async fn engine(source: &ModelSource) -> SharedMistralRsState {
-    load(source, true).await.expect("loading the tiny model")
+    load(source).await.expect("loading the tiny model")
 }
 
 fn with(t: f64, extra: Value) -> Value {
@@ -84,10 +84,10 @@ async fn check(arch: Arch, vocab: usize) {
     let router = m.n_choices_follow_the_rules(mode.choices).await;
     m.grammar_ends(&router).await;
     println!(
-        "{}: every rule held in {:.1} s (probe: serial = {})",
+        "{}: every rule held in {:.1} s (probe: {:?})",
         m.name,
         start.elapsed().as_secs_f64(),
-        mode.serial
+        mode.concurrency
     );
 }
 
@@ -110,7 +110,8 @@ impl Tiny {
             .expect("engine mode");
         let rows_right = batched_rows() == BatchedRows::Right;
         assert_eq!(
-            mode.serial, !rows_right,
+            mode.concurrency == Concurrency::Serial,
+            !rows_right,
             "{}: the probe ({mode:?})",
             self.name
         );
@@ -251,7 +252,7 @@ async fn qwen3moe_151936() {
         check(Arch::Qwen3Moe, 151_936).await;
         return;
     }
-    let e = load(&model(Arch::Qwen3Moe, 151_936), true)
+    let e = load(&model(Arch::Qwen3Moe, 151_936))
         .await
         .err()
         .expect("refused");

@@ -10,7 +10,7 @@
 use std::time::{Duration, Instant};
 
 use mistralrs_hlg::processor::Backend;
-use mistralrs_hlg::server::engine::{probe, EngineMode, Gate};
+use mistralrs_hlg::server::engine::{probe, Concurrency, EngineMode, Gate};
 use mistralrs_hlg::server::{Choices, HlgServerOptions, RouterBuilder};
 use mistralrs_hlg_integration_tests::{
     batched_rows, chat, engine, mismatches, mismatches_and_failures, model, BatchedRows, Server,
@@ -102,11 +102,11 @@ async fn the_default_batches_only_where_batched_rows_are_right() {
         .expect("engine mode");
     let expected = match batched_rows() {
         BatchedRows::Right => EngineMode {
-            serial: false,
+            concurrency: Concurrency::Concurrent,
             choices: Choices::Batched,
         },
         BatchedRows::Wrong | BatchedRows::Fail => EngineMode {
-            serial: true,
+            concurrency: Concurrency::Serial,
             choices: Choices::Split,
         },
     };
@@ -282,8 +282,8 @@ async fn disconnects_cancel_their_generation() {
         !eos.is_empty(),
         "the embedded model declares its end-of-sequence token"
     );
-    for serial in [true, false] {
-        let gate = Gate::new(serial, eos.clone());
+    for concurrency in [Concurrency::Serial, Concurrency::Concurrent] {
+        let gate = Gate::new(concurrency, eos.clone());
         let router = RouterBuilder::new(engine().await)
             .choices(Choices::Split)
             .backend(Backend::Kernel)
@@ -293,7 +293,7 @@ async fn disconnects_cancel_their_generation() {
             .unwrap();
         let s = Server::start(router).await;
         for (what, path, body) in disconnect_cases() {
-            leave_mid_generation(&s, &gate, serial, what, path, body).await;
+            leave_mid_generation(&s, &gate, what, path, body).await;
         }
         s.stop().await;
     }
@@ -333,14 +333,8 @@ fn disconnect_cases() -> [(&'static str, &'static str, Value); 4] {
 
 /// One long request left after 2.5 s: the engine idle soon after, no later choice
 /// started, and the next request not waiting for the rest of it.
-async fn leave_mid_generation(
-    s: &Server,
-    gate: &Gate,
-    serial: bool,
-    what: &str,
-    path: &str,
-    body: Value,
-) {
+async fn leave_mid_generation(s: &Server, gate: &Gate, what: &str, path: &str, body: Value) {
+    let serial = gate.is_serial();
     // The same prompt once, short: the long request's prompt step is then a prefix
     // cache hit, so the client leaves while the engine decodes, not prefills.
     let mut warm = body.clone();

@@ -47,7 +47,7 @@ impl ModelDir {
     /// A fresh engine on this directory.
     async fn engine(&self) -> SharedMistralRsState {
         let source = ModelSource::resolve(self.0.to_str().unwrap(), None).unwrap();
-        load(&source, true).await.expect("loading the model")
+        load(&source).await.expect("loading the model")
     }
 }
 

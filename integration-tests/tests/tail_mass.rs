@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use candle_core::Tensor;
 use mistralrs::{GgufModelBuilder, RequestBuilder, TextMessageRole, TokenSource};
-use mistralrs_hlg::{HlgCurve, Pivot, ToeShape};
+use mistralrs_hlg::{params::Span, CurveParts, HlgCurve, Pivot, ToeShape};
 use mistralrs_hlg_integration_tests::PROMPTS;
 
 /// Logits as the processor sees them, for greedy continuations of the prompt set.
@@ -78,7 +78,17 @@ async fn toe_shapes_move_the_tail_the_stated_way() {
         // is a tail token, and the direction holds at every position.
         let toe_only: Vec<HlgCurve> = ToeShape::ALL
             .iter()
-            .map(|s| HlgCurve::new(Pivot::Top, 6.0, Some(4.0), None, Some(6.0), *s).unwrap())
+            .map(|s| {
+                HlgCurve::new(CurveParts {
+                    pivot: Pivot::Top,
+                    pivot_offset: Span::Nats(6.0),
+                    width: Some(Span::Nats(4.0)),
+                    shoulder: None,
+                    toe: Some(6.0),
+                    toe_shape: *s,
+                })
+                .unwrap()
+            })
             .collect();
         // The shipped knobs with each toe shape (reported, not asserted: their knee is
         // 7 nats below the top and the shoulder lowers the top).

@@ -158,7 +158,7 @@ async fn the_engine_serves_the_converted_file() {
     for weights in [Weights::AsIs, Weights::Q8_0] {
         let path = weights::prepare(weights, &q41).unwrap().path;
         let source = ModelSource::resolve(&path.to_string_lossy(), None).unwrap();
-        let engine = load(&source, true).await.unwrap();
+        let engine = load(&source).await.unwrap();
         let router = mistralrs_hlg::server::RouterBuilder::new(engine)
             .build()
             .await

@@ -34,9 +34,14 @@ mod kernel;
 /// auto mode; [`HlgCurve::with_auto_width`]).
 ///
 /// ```
-/// use mistralrs_hlg::{HlgCurve, Pivot, ToeShape};
+/// use mistralrs_hlg::{HlgCurve, ToeShape};
 ///
-/// let curve = HlgCurve::new(Pivot::Top, 6.0, Some(4.0), Some(4.0), Some(6.0), ToeShape::Log)?;
+/// let curve = HlgCurve::default()
+///     .with_pivot_offset(6.0)?
+///     .with_width(Some(4.0))?
+///     .with_shoulder(Some(4.0))?
+///     .with_toe(Some(6.0))?
+///     .with_toe_shape(ToeShape::Log);
 /// // c = 10 − 6 = 4: z = 6 (shoulder), 3 and 1 (mid), −24 (toe)
 /// let mut logits = vec![10.0, 7.0, 5.0, -20.0, f32::NEG_INFINITY];
 /// curve.apply(&mut logits);
@@ -46,24 +51,37 @@ mod kernel;
 /// assert_eq!(logits[4], f32::NEG_INFINITY);       // masked stays masked
 /// # Ok::<(), mistralrs_hlg::HlgError>(())
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct HlgCurve {
-    pivot: Pivot,
-    pivot_offset: Span,
-    width: Option<Span>,
-    shoulder: Option<f32>,
-    toe: Option<f32>,
-    toe_shape: ToeShape,
+    p: CurveParts,
 }
 
-/// The built-in defaults, chosen by the evaluation (docs/RESULTS.md): `top` pivot 4 nats
-/// below the top token, width 3, shoulder 2, toe 1, quadratic toe. At a fixed temperature
-/// they hold the tail down (less tail mass and entropy than plain temperature) and spread
-/// the top a little; the design note's point (offset 6, width 4, shoulder 4, toe 6, log
-/// toe) adds tail mass instead and stays reachable through the knobs.
-impl Default for HlgCurve {
+/// The six parameters of a curve, as given ([`HlgCurve::new`] checks them): what the
+/// `hlg` object's fields resolve to. The default is the built-in curve, chosen by the
+/// evaluation (docs/RESULTS.md): `top` pivot 4 nats below the top token, width 3,
+/// shoulder 2, toe 1, quadratic toe. At a fixed temperature it holds the tail down (less
+/// tail mass and entropy than plain temperature) and spreads the top a little; the design
+/// note's point (offset 6, width 4, shoulder 4, toe 6, log toe) adds tail mass instead and
+/// stays reachable through the knobs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CurveParts {
+    /// Where the pivot sits.
+    pub pivot: Pivot,
+    /// Nats (or a multiple of σ) below the top token, for [`Pivot::Top`].
+    pub pivot_offset: Span,
+    /// The mid band's half-width; `None`: off (the identity).
+    pub width: Option<Span>,
+    /// The shoulder's β (nats); `None`: the top side continues linearly.
+    pub shoulder: Option<f32>,
+    /// The toe's β (nats); `None`: the tail continues linearly.
+    pub toe: Option<f32>,
+    /// The toe's shape.
+    pub toe_shape: ToeShape,
+}
+
+impl Default for CurveParts {
     fn default() -> Self {
-        HlgCurve {
+        CurveParts {
             pivot: DEFAULT_PIVOT,
             pivot_offset: Span::Nats(DEFAULT_PIVOT_OFFSET),
             width: DEFAULT_WIDTH.map(Span::Nats),
@@ -75,38 +93,34 @@ impl Default for HlgCurve {
 }
 
 impl HlgCurve {
-    /// A curve from its parameters, validated: `pivot_offset, width ∈ [0, MAX_NATS]`,
-    /// `shoulder, toe ∈ [MIN_BETA, MAX_NATS]`. The offset matters only for
-    /// [`Pivot::Top`].
+    /// A curve from its parameters, validated: `pivot_offset, width ∈ [0, MAX_NATS]` nats
+    /// (or scales of σ in the same range), `shoulder, toe ∈ [MIN_BETA, MAX_NATS]`. The
+    /// offset matters only for [`Pivot::Top`].
     ///
     /// ```
-    /// use mistralrs_hlg::{HlgCurve, Pivot, ToeShape};
-    /// let err = HlgCurve::new(Pivot::Median, 0.0, Some(2.0), Some(0.0), None, ToeShape::Exp);
-    /// assert_eq!(err.unwrap_err().param(), "hlg.shoulder");
+    /// use mistralrs_hlg::{params::Span, CurveParts, HlgCurve, Pivot, ToeShape};
+    /// let parts = CurveParts { pivot: Pivot::Median, width: Some(Span::Nats(2.0)), shoulder: Some(0.0), ..CurveParts::default() };
+    /// assert_eq!(HlgCurve::new(parts).unwrap_err().param(), "hlg.shoulder");
+    /// let c = HlgCurve::new(CurveParts { toe_shape: ToeShape::Exp, ..CurveParts::default() })?;
+    /// assert_eq!(c.parts(), CurveParts { toe_shape: ToeShape::Exp, ..HlgCurve::default().parts() });
+    /// # Ok::<(), mistralrs_hlg::HlgError>(())
     /// ```
-    pub fn new(
-        pivot: Pivot,
-        pivot_offset: f32,
-        width: Option<f32>,
-        shoulder: Option<f32>,
-        toe: Option<f32>,
-        toe_shape: ToeShape,
-    ) -> Result<Self, HlgError> {
-        Ok(HlgCurve::default()
-            .with_pivot(pivot)
-            .with_pivot_offset(pivot_offset)?
-            .with_width(width)?
-            .with_shoulder(shoulder)?
-            .with_toe(toe)?
-            .with_toe_shape(toe_shape))
+    pub fn new(parts: CurveParts) -> Result<Self, HlgError> {
+        HlgCurve { p: parts }.checked()
+    }
+
+    /// The curve's parameters.
+    pub fn parts(&self) -> CurveParts {
+        self.p
     }
 
     /// A curve from parts that were checked against [`HlgCurve::new`]'s ranges when they
     /// were read (an [`HlgConfig`](crate::HlgConfig) holds only such values): the request
     /// path validates once, at the edge.
-    pub(crate) fn from_checked(parts: HlgCurve) -> Self {
-        debug_assert!(parts.checked().is_ok(), "unchecked parts: {parts:?}");
-        parts
+    pub(crate) fn from_checked(parts: CurveParts) -> Self {
+        let curve = HlgCurve { p: parts };
+        debug_assert!(curve.checked().is_ok(), "unchecked parts: {parts:?}");
+        curve
     }
 
     /// Every part against its field's range.
@@ -122,30 +136,14 @@ impl HlgCurve {
             }
         };
         Ok(HlgCurve {
-            pivot_offset: span(Field::PivotOffset, self.pivot_offset)?,
-            width: self.width.map(|w| span(Field::Width, w)).transpose()?,
-            shoulder: checked(Field::Shoulder, self.shoulder)?,
-            toe: checked(Field::Toe, self.toe)?,
-            ..self
+            p: CurveParts {
+                pivot_offset: span(Field::PivotOffset, self.p.pivot_offset)?,
+                width: self.p.width.map(|w| span(Field::Width, w)).transpose()?,
+                shoulder: checked(Field::Shoulder, self.p.shoulder)?,
+                toe: checked(Field::Toe, self.p.toe)?,
+                ..self.p
+            },
         })
-    }
-
-    /// The parts as they are, for [`HlgConfig::curve`](crate::HlgConfig::curve), which
-    /// then checks them ([`Self::from_checked`]).
-    pub(crate) fn from_parts(
-        pivot: Pivot,
-        spans: (Span, Option<Span>),
-        sides: (Option<f32>, Option<f32>),
-        toe_shape: ToeShape,
-    ) -> Self {
-        HlgCurve {
-            pivot,
-            pivot_offset: spans.0,
-            width: spans.1,
-            shoulder: sides.0,
-            toe: sides.1,
-            toe_shape,
-        }
     }
 
     /// The curve that returns every input bit for bit (width off).
@@ -158,8 +156,10 @@ impl HlgCurve {
     /// ```
     pub fn identity() -> Self {
         HlgCurve {
-            width: None,
-            ..HlgCurve::default()
+            p: CurveParts {
+                width: None,
+                ..CurveParts::default()
+            },
         }
     }
 
@@ -172,7 +172,7 @@ impl HlgCurve {
     /// assert_eq!(c.pivot_of(&[2.0, 2.0]), Some(2.0)); // the mass median of equal logits
     /// ```
     pub fn with_pivot(mut self, pivot: Pivot) -> Self {
-        self.pivot = pivot;
+        self.p.pivot = pivot;
         self
     }
 
@@ -187,7 +187,7 @@ impl HlgCurve {
     /// # Ok::<(), mistralrs_hlg::HlgError>(())
     /// ```
     pub fn with_pivot_offset(mut self, offset: f32) -> Result<Self, HlgError> {
-        self.pivot_offset = Span::Nats(HlgError::check(Field::PivotOffset, offset.into())?);
+        self.p.pivot_offset = Span::Nats(HlgError::check(Field::PivotOffset, offset.into())?);
         Ok(self)
     }
 
@@ -206,7 +206,7 @@ impl HlgCurve {
     /// # Ok::<(), mistralrs_hlg::HlgError>(())
     /// ```
     pub fn with_auto_pivot_offset(mut self, scale: f32) -> Result<Self, HlgError> {
-        self.pivot_offset = Span::Auto(HlgError::check(Field::PivotOffsetScale, scale.into())?);
+        self.p.pivot_offset = Span::Auto(HlgError::check(Field::PivotOffsetScale, scale.into())?);
         Ok(self)
     }
 
@@ -220,7 +220,7 @@ impl HlgCurve {
     /// # Ok::<(), mistralrs_hlg::HlgError>(())
     /// ```
     pub fn with_width(mut self, width: Option<f32>) -> Result<Self, HlgError> {
-        self.width = checked(Field::Width, width)?.map(Span::Nats);
+        self.p.width = checked(Field::Width, width)?.map(Span::Nats);
         Ok(self)
     }
 
@@ -241,7 +241,7 @@ impl HlgCurve {
     /// # Ok::<(), mistralrs_hlg::HlgError>(())
     /// ```
     pub fn with_auto_width(mut self, scale: f32) -> Result<Self, HlgError> {
-        self.width = Some(Span::Auto(HlgError::check(
+        self.p.width = Some(Span::Auto(HlgError::check(
             Field::WidthScale,
             scale.into(),
         )?));
@@ -257,7 +257,7 @@ impl HlgCurve {
     /// # Ok::<(), mistralrs_hlg::HlgError>(())
     /// ```
     pub fn with_shoulder(mut self, shoulder: Option<f32>) -> Result<Self, HlgError> {
-        self.shoulder = checked(Field::Shoulder, shoulder)?;
+        self.p.shoulder = checked(Field::Shoulder, shoulder)?;
         Ok(self)
     }
 
@@ -270,7 +270,7 @@ impl HlgCurve {
     /// # Ok::<(), mistralrs_hlg::HlgError>(())
     /// ```
     pub fn with_toe(mut self, toe: Option<f32>) -> Result<Self, HlgError> {
-        self.toe = checked(Field::Toe, toe)?;
+        self.p.toe = checked(Field::Toe, toe)?;
         Ok(self)
     }
 
@@ -282,7 +282,7 @@ impl HlgCurve {
     /// assert_eq!(c.toe_shape(), ToeShape::Log);
     /// ```
     pub fn with_toe_shape(mut self, toe_shape: ToeShape) -> Self {
-        self.toe_shape = toe_shape;
+        self.p.toe_shape = toe_shape;
         self
     }
 
@@ -293,7 +293,7 @@ impl HlgCurve {
     /// assert_eq!(HlgCurve::default().pivot(), Pivot::Top);
     /// ```
     pub fn pivot(&self) -> Pivot {
-        self.pivot
+        self.p.pivot
     }
     /// The pivot offset (used by [`Pivot::Top`] only).
     ///
@@ -302,7 +302,7 @@ impl HlgCurve {
     /// assert_eq!(HlgCurve::default().pivot_offset(), Span::Nats(DEFAULT_PIVOT_OFFSET));
     /// ```
     pub fn pivot_offset(&self) -> Span {
-        self.pivot_offset
+        self.p.pivot_offset
     }
     /// The mid band's half-width, `None` when off.
     ///
@@ -311,7 +311,7 @@ impl HlgCurve {
     /// assert_eq!((HlgCurve::default().width(), HlgCurve::identity().width()), (Some(Span::Nats(3.0)), None));
     /// ```
     pub fn width(&self) -> Option<Span> {
-        self.width
+        self.p.width
     }
 
     /// Whether the curve depends on each vector's spread σ (a width or pivot offset in
@@ -326,8 +326,8 @@ impl HlgCurve {
     /// # Ok::<(), mistralrs_hlg::HlgError>(())
     /// ```
     pub fn is_auto(&self) -> bool {
-        self.width.is_some_and(Span::is_auto)
-            || (self.pivot == Pivot::Top && self.pivot_offset.is_auto())
+        self.p.width.is_some_and(Span::is_auto)
+            || (self.p.pivot == Pivot::Top && self.p.pivot_offset.is_auto())
     }
 
     /// This curve with its auto spans fixed at the spread `sigma`: what [`Self::apply`]
@@ -341,9 +341,11 @@ impl HlgCurve {
     /// ```
     pub fn at_spread(&self, sigma: f32) -> HlgCurve {
         HlgCurve {
-            pivot_offset: Span::Nats(self.pivot_offset.at(sigma)),
-            width: self.width.map(|w| Span::Nats(w.at(sigma))),
-            ..*self
+            p: CurveParts {
+                pivot_offset: Span::Nats(self.p.pivot_offset.at(sigma)),
+                width: self.p.width.map(|w| Span::Nats(w.at(sigma))),
+                ..self.p
+            },
         }
     }
 
@@ -369,7 +371,7 @@ impl HlgCurve {
     /// assert_eq!(HlgCurve::default().shoulder(), Some(2.0));
     /// ```
     pub fn shoulder(&self) -> Option<f32> {
-        self.shoulder
+        self.p.shoulder
     }
     /// The toe in nats, `None` when off.
     ///
@@ -378,7 +380,7 @@ impl HlgCurve {
     /// assert_eq!(HlgCurve::default().toe(), Some(1.0));
     /// ```
     pub fn toe(&self) -> Option<f32> {
-        self.toe
+        self.p.toe
     }
     /// The toe shape.
     ///
@@ -387,7 +389,7 @@ impl HlgCurve {
     /// assert_eq!(HlgCurve::default().toe_shape(), ToeShape::Quadratic);
     /// ```
     pub fn toe_shape(&self) -> ToeShape {
-        self.toe_shape
+        self.p.toe_shape
     }
 
     /// True when the curve returns every input unchanged: width off, or both the
@@ -399,7 +401,7 @@ impl HlgCurve {
     /// assert!(!HlgCurve::default().is_identity());
     /// ```
     pub fn is_identity(&self) -> bool {
-        self.width.is_none() || (self.shoulder.is_none() && self.toe.is_none())
+        self.p.width.is_none() || (self.p.shoulder.is_none() && self.p.toe.is_none())
     }
 
     /// The unit-gain curve `g₁(z)` at one point, in `f64` with the standard library's
@@ -413,19 +415,19 @@ impl HlgCurve {
     /// assert!((c.g1(5.0) - (3.0 + 2.0 * 2f64.ln())).abs() < 1e-12);
     /// ```
     pub fn g1(&self, z: f64) -> f64 {
-        let Some(w) = self.width.map(|w| f64::from(w.at(1.0))) else {
+        let Some(w) = self.p.width.map(|w| f64::from(w.at(1.0))) else {
             return z;
         };
         if z > w {
-            let Some(b) = self.shoulder.map(f64::from) else {
+            let Some(b) = self.p.shoulder.map(f64::from) else {
                 return z;
             };
             w + b * ((z - w) / b).ln_1p()
         } else if z < -w {
-            let Some(b) = self.toe.map(f64::from) else {
+            let Some(b) = self.p.toe.map(f64::from) else {
                 return z;
             };
-            -w - toe_drop_f64(self.toe_shape, -z - w, b)
+            -w - toe_drop_f64(self.p.toe_shape, -z - w, b)
         } else {
             z
         }
@@ -454,7 +456,7 @@ impl HlgCurve {
     fn knees_of(&self, logits: &[f32], m: f32) -> (f32, f32) {
         let moments = if self.is_auto() {
             Some(kernel::pivot::moments(logits, m))
-        } else if self.pivot == Pivot::Entropy {
+        } else if self.p.pivot == Pivot::Entropy {
             Some(kernel::pivot::moments_clamped(logits, m))
         } else {
             None
@@ -462,9 +464,9 @@ impl HlgCurve {
         let sigma = moments
             .filter(|_| self.is_auto())
             .map_or(0.0, |mo| mo.spread());
-        let w = self.width.map_or(f32::INFINITY, |w| w.at(sigma));
-        let c = match self.pivot {
-            Pivot::Top => m - self.pivot_offset.at(sigma),
+        let w = self.p.width.map_or(f32::INFINITY, |w| w.at(sigma));
+        let c = match self.p.pivot {
+            Pivot::Top => m - self.p.pivot_offset.at(sigma),
             Pivot::Entropy => moments.expect("computed for the entropy pivot").center(m),
             Pivot::Median => kernel::pivot::mass_median(logits, m),
         };
@@ -492,7 +494,7 @@ impl HlgCurve {
         };
         let (c, w) = self.knees_of(logits, m);
         let knee = kernel::toe::Knee::new(c, w, self);
-        kernel::toe::transform(logits, &knee, self.toe_shape);
+        kernel::toe::transform(logits, &knee, self.p.toe_shape);
     }
 
     /// Applies the curve to each row of a row-major `[B, V]` buffer, with a pivot per

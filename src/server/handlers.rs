@@ -2,7 +2,6 @@
 
 use std::sync::Arc;
 
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -16,9 +15,10 @@ use std::future::Future;
 use tokio::sync::mpsc::{Receiver, Sender};
 
 use super::engine::{self, Choices};
+use super::request::Generation;
 use super::security::{self, openai_error};
-use super::state::{admit, checked, invalid_request, not_json, parse, AppState};
-use super::{choices, host, responses};
+use super::state::{admit, invalid_request, parse, AppState};
+use super::{choices, host_version, responses};
 use crate::config::HlgConfig;
 use crate::curve::HlgCurve;
 
@@ -28,15 +28,12 @@ pub(crate) async fn hlg_defaults(State(s): State<Arc<AppState>>) -> Json<HlgConf
 
 /// Routes a generation request: `n > 1` split into single-choice generations when the
 /// server does that, otherwise one request as upstream would run it.
-async fn generate<F, Fut>(s: Arc<AppState>, body: Bytes, one: F) -> Response
+async fn generate<F, Fut>(s: Arc<AppState>, g: Generation, one: F) -> Response
 where
     F: Fn(Arc<AppState>, Value, Option<HlgCurve>) -> Fut + Send + Sync + Copy + 'static,
     Fut: std::future::Future<Output = Response> + Send + 'static,
 {
-    let (v, curve, n) = match checked(&s, &body) {
-        Ok(x) => x,
-        Err(resp) => return resp,
-    };
+    let Generation { v, curve, n, .. } = g;
     if n > 1 && s.choices == Choices::Split {
         let streaming = v.get("stream").and_then(Value::as_bool).unwrap_or(false);
         let mut single = v;
@@ -49,18 +46,9 @@ where
     one(s, v, curve).await
 }
 
-pub(crate) async fn respond(
-    State(s): State<Arc<AppState>>,
-    headers: axum::http::HeaderMap,
-    body: Bytes,
-) -> Response {
-    if let Some(resp) = not_json(&headers) {
-        return resp;
-    }
-    let (v, curve, _) = match checked(&s, &body) {
-        Ok(x) => x,
-        Err(resp) => return resp,
-    };
+/// `POST /v1/responses`.
+pub(crate) async fn respond(State(s): State<Arc<AppState>>, g: Generation) -> Response {
+    let Generation { v, curve, raw, .. } = g;
     // Upstream goes on without the history of an id it does not hold; a client that names
     // one expects its context, so both paths refuse it.
     // The history found here is the one the HLG path sends (one lookup, so an eviction
@@ -81,20 +69,16 @@ pub(crate) async fn respond(
             }
         }
     }
-    responses::create(s, v, curve, body, prior).await
+    responses::create(s, v, curve, raw, prior).await
 }
 
 /// `POST /v1/chat/completions` (`S` = [`Chat`]) and `POST /v1/completions`
 /// ([`Completion`]).
 pub(crate) async fn generation<S: Surface>(
     State(s): State<Arc<AppState>>,
-    headers: axum::http::HeaderMap,
-    body: Bytes,
+    g: Generation,
 ) -> Response {
-    if let Some(resp) = not_json(&headers) {
-        return resp;
-    }
-    generate(s, body, one::<S>).await
+    generate(s, g, one::<S>).await
 }
 
 /// An error of the engine's, as upstream's error writers take it.
@@ -159,7 +143,7 @@ impl Surface for Chat {
         state: SharedMistralRsState,
         tx: Sender<mistralrs_core::Response>,
     ) -> Result<(mistralrs_core::Request, bool), String> {
-        host::parse_chat(req, state, tx, host::Surface::Chat)
+        host_version::parse_chat(req, state, tx, host_version::Surface::Chat)
             .await
             .map_err(|e| e.to_string())
     }

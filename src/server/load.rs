@@ -147,10 +147,10 @@ impl ModelSource {
     /// ```
     pub fn hints(&self) -> ModelHints {
         let (eos, name) = match self {
-            ModelSource::Local { dir, file } => (super::engine::gguf_eos(&dir.join(file)), file),
+            ModelSource::Local { dir, file } => (super::metadata::gguf_eos(&dir.join(file)), file),
             ModelSource::Hub { file, .. } => (vec![], file),
             ModelSource::Plain { model_id } => {
-                let eos = super::engine::plain_eos(Path::new(model_id));
+                let eos = super::metadata::plain_eos(Path::new(model_id));
                 let name = model_id.trim_end_matches('/').rsplit('/').next();
                 return ModelHints {
                     eos,
@@ -175,7 +175,7 @@ impl ModelSource {
 /// ```
 #[derive(Clone, Debug, Default)]
 pub struct ModelHints {
-    /// The end-of-sequence token ids ([`super::engine::gguf_eos`]): used to end a
+    /// The end-of-sequence token ids ([`super::metadata::gguf_eos`]): used to end a
     /// disconnected client's non-streamed generation at its next token.
     pub eos: Vec<u32>,
     /// The name to serve the model under when `--served-model-name` is not given.
@@ -277,21 +277,21 @@ impl EngineOptions {
     }
 }
 
-/// Loads the model on the CPU (or the best device with `cpu = false`), tokenizer and chat
-/// template from the GGUF metadata, no hub token.
+/// Loads the model on the CPU, tokenizer and chat template from the GGUF metadata, no hub
+/// token; [`load_with`] takes the device and the engine's other options.
 ///
 /// ```
 /// use mistralrs_hlg::server::load::{load, ModelSource};
 ///
 /// # async fn run() -> Result<(), mistralrs_hlg::server::ServerError> {
-/// let engine = load(&ModelSource::resolve("/models/model.gguf", None)?, true).await?;
+/// let engine = load(&ModelSource::resolve("/models/model.gguf", None)?).await?;
 /// # Ok(()) }
 /// ```
-pub async fn load(source: &ModelSource, cpu: bool) -> Result<SharedMistralRsState, ServerError> {
+pub async fn load(source: &ModelSource) -> Result<SharedMistralRsState, ServerError> {
     load_with(
         source,
         &EngineOptions {
-            cpu,
+            cpu: true,
             ..EngineOptions::default()
         },
     )
@@ -329,12 +329,14 @@ pub async fn load_with(
     tracing::info!(on_cpu, prefix_cache_n, "engine options");
     let (selected, local) = match source {
         ModelSource::Local { dir, file } => (
-            super::host::gguf(dir.to_string_lossy().into_owned(), file.clone()),
+            super::host_version::gguf(dir.to_string_lossy().into_owned(), file.clone()),
             true,
         ),
-        ModelSource::Hub { repo, file } => (super::host::gguf(repo.clone(), file.clone()), false),
+        ModelSource::Hub { repo, file } => {
+            (super::host_version::gguf(repo.clone(), file.clone()), false)
+        }
         ModelSource::Plain { model_id } => (
-            super::host::plain(model_id.clone()),
+            super::host_version::plain(model_id.clone()),
             Path::new(model_id).is_dir(),
         ),
     };
@@ -366,7 +368,7 @@ fn cpu_can_run(source: &ModelSource, on_cpu: bool) -> Result<(), ServerError> {
     let path = dir.join(file);
     if on_cpu
         && !cfg!(mistralrs_host = "0.9")
-        && super::engine::gguf_architecture(&path).as_deref() == Some("qwen3moe")
+        && super::metadata::gguf_architecture(&path).as_deref() == Some("qwen3moe")
     {
         return Err(ServerError::Model {
             path,

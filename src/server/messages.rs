@@ -24,23 +24,20 @@ use futures::StreamExt;
 use serde_json::{json, Map, Value};
 
 use super::handlers::{one, Chat};
-use super::state::{checked, curve_for_request, not_json, split_body, AppState};
+use super::request::{checked, JsonBody};
+use super::state::{curve_for_request, AppState};
 
 /// The route's handler: upstream's for a call without HLG, the translation otherwise.
 pub(super) async fn create(
     State(s): State<Arc<AppState>>,
-    headers: axum::http::HeaderMap,
-    body: Bytes,
+    body: Result<JsonBody, Response>,
 ) -> Response {
-    if let Some(resp) = not_json(&headers) {
-        return resp;
-    }
-    let (v, hlg) = match split_body(&body) {
-        Ok(x) => x,
+    let JsonBody { v, hlg, raw } = match body {
+        Ok(b) => b,
         Err(resp) => return anthropic_error(resp).await,
     };
     let Some(curve) = curve_for_request(hlg.as_ref(), &s.defaults) else {
-        return super::responses::upstream(&s, "/v1/messages", body).await;
+        return super::responses::upstream(&s, super::routes::MESSAGES, raw).await;
     };
     let chat = match chat_body(&v) {
         Ok(c) => c,
@@ -50,10 +47,9 @@ pub(super) async fn create(
         }
     };
     // The chat route's checks (the model, the token bounds) on the translated request.
-    let (chat, _, _) = match checked(&s, &Bytes::from(chat.to_string())) {
-        Ok(x) => x,
-        Err(resp) => return anthropic_error(resp).await,
-    };
+    if let Err(resp) = checked(&s, &chat) {
+        return anthropic_error(resp).await;
+    }
     let streaming = chat.get("stream").and_then(Value::as_bool).unwrap_or(false);
     let resp = one::<Chat>(s, chat, Some(curve)).await;
     if !resp.status().is_success() {

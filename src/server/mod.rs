@@ -1,10 +1,13 @@
 //! The OpenAI-compatible server: mistralrs-server-core's router with HLG on the
 //! generation routes.
 //!
-//! [`RouterBuilder`] builds the router. It owns `POST /v1/chat/completions`, `POST /v1/completions` and
-//! `POST /v1/responses` (each accepts an `hlg` object), adds `GET /v1/hlg` (the server's
-//! effective HLG defaults) and `GET /api-doc/openapi.json`, and falls back
-//! to the upstream router for every other route, untouched. The `hlg` field is taken off
+//! [`RouterBuilder`] builds the router from [`routes::ROUTES`], the one declaration of
+//! every route. It owns `POST /v1/chat/completions`, `POST /v1/completions`,
+//! `POST /v1/responses` and, on mistral.rs 0.9, `POST /v1/messages` (each accepts an `hlg`
+//! object), adds `GET /v1/hlg` (the server's effective HLG defaults) and
+//! `GET /api-doc/openapi.json`, and hands every other route to upstream's router as
+//! upstream serves it, behind the security layer's key and allowlist (only the table's
+//! public rows are served by default). The `hlg` field is taken off
 //! the JSON body before the rest is read as upstream's request type, validated once, and
 //! a bad value is a 400 in OpenAI's error shape naming the field in `param`.
 
@@ -20,17 +23,21 @@ pub mod engine;
 mod error;
 pub mod grammar;
 mod handlers;
-mod host;
+mod host_version;
 pub mod load;
 mod messages;
+pub mod metadata;
 pub mod openapi;
 mod options;
+mod request;
 mod responses;
 mod router;
+pub mod routes;
 pub mod security;
+pub mod served_name;
 mod state;
 
-pub use engine::{Batching, Choices, Gate};
+pub use engine::{Batching, Choices, Concurrency, Gate};
 pub use error::{ConfigFileError, OptionError, ServerError, UpstreamError};
 pub use load::ModelHints;
 /// Upstream's logging set-up, as `mistralrs serve` makes it: info by default, debug with

@@ -20,8 +20,8 @@ use crate::HlgError;
 use crate::ToeShape;
 
 use super::engine::Batching;
-use super::engine::EngineMode;
 use super::engine::{Choices, Gate};
+use super::engine::{Concurrency, EngineMode};
 use super::error::{ConfigFileError, OptionError, ServerError};
 use super::load::ModelHints;
 use super::router::RouterBuilder;
@@ -305,7 +305,7 @@ pub struct HlgServerOptions {
     #[serde(default, rename = "api-key", alias = "api_key")]
     pub api_key: Option<String>,
     /// Serve every route of the host, not only generation, the model list, health and the
-    /// documents (`security::PUBLIC_ROUTES`): upstream's management routes (model
+    /// documents (docs/SERVING.md, "Security"): upstream's management routes (model
     /// unload/reload/tune/status, re_isq, system info and doctor; on mistral.rs 0.9 also
     /// calibration, LoRA adapters, metrics, files, containers, skills, sessions and agent
     /// approvals) and any route a later host adds; 404 without this.
@@ -628,7 +628,7 @@ impl HlgServerOptions {
     ///
     /// # async fn run() -> Result<(), mistralrs_hlg::server::ServerError> {
     /// let source = load::ModelSource::resolve("/models/model.gguf", None)?;
-    /// let engine = load::load(&source, true).await?;
+    /// let engine = load::load(&source).await?;
     /// let router = HlgServerOptions::default().router(engine).await?;
     /// server::serve(router, "127.0.0.1", 1234).await
     /// # }
@@ -647,7 +647,7 @@ impl HlgServerOptions {
     ///
     /// # async fn run() -> Result<(), mistralrs_hlg::server::ServerError> {
     /// let source = load::ModelSource::resolve("/models/model.gguf", None)?;
-    /// let engine = load::load(&source, true).await?;
+    /// let engine = load::load(&source).await?;
     /// // The file's end-of-sequence tokens cancel a disconnected client's generation; its
     /// // name is what responses show as `model`.
     /// let router = HlgServerOptions::default().router_for(engine, source.hints()).await?;
@@ -673,7 +673,7 @@ impl HlgServerOptions {
     ///
     /// # async fn run() -> Result<(), mistralrs_hlg::server::ServerError> {
     /// let source = load::ModelSource::resolve("/models/model.gguf", None)?;
-    /// let engine = load::load(&source, true).await?;
+    /// let engine = load::load(&source).await?;
     /// let upstream = MistralRsServerRouterBuilder::new().with_max_body_limit(1 << 20);
     /// let router = HlgServerOptions::default()
     ///     .router_with_upstream(engine, source.hints(), upstream)
@@ -703,7 +703,7 @@ impl HlgServerOptions {
     ///
     /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
     /// let source = load::ModelSource::resolve("/models/model.gguf", None)?;
-    /// let engine = load::load(&source, true).await?;
+    /// let engine = load::load(&source).await?;
     /// let options = HlgServerOptions { api_key: Some("sk-1".into()), ..Default::default() };
     /// let app = options
     ///     .app_with_upstream(engine, source.hints(), MistralRsServerRouterBuilder::new())
@@ -722,8 +722,11 @@ impl HlgServerOptions {
         let ModelHints { eos, name } = hints;
         let defaults = self.flags.defaults()?;
         let backend = self.backend()?;
-        let EngineMode { serial, choices } = self.engine_mode(&mistralrs).await?;
-        tracing::info!(hlg = %serde_json::to_value(defaults.resolved(false)).unwrap_or_default(), ?backend, ?choices, serial, "HLG sampling");
+        let EngineMode {
+            concurrency,
+            choices,
+        } = self.engine_mode(&mistralrs).await?;
+        tracing::info!(hlg = %serde_json::to_value(defaults.resolved(false)).unwrap_or_default(), ?backend, ?choices, ?concurrency, "HLG sampling");
         let exposure = self.exposure();
         tracing::info!(
             api_key = exposure.has_api_key(),
@@ -741,7 +744,7 @@ impl HlgServerOptions {
             .served_model_name
             .clone()
             .or(name)
-            .unwrap_or_else(|| super::security::default_served_name(&internal));
+            .unwrap_or_else(|| super::served_name::default_served_name(&internal));
         if served != internal {
             mistralrs
                 .register_model_alias(served.clone(), &internal)
@@ -752,7 +755,7 @@ impl HlgServerOptions {
             .defaults(defaults)
             .choices(choices)
             .backend(backend)
-            .gate(Gate::new(serial, eos))
+            .gate(Gate::new(concurrency, eos))
             .upstream(upstream)
             .served_name(internal, served)
             .build_unexposed()
@@ -760,7 +763,7 @@ impl HlgServerOptions {
     }
 
     /// `app` behind these options' exposure ([`Self::exposure`]): the API key, the
-    /// allowlist of [`super::security::PUBLIC_ROUTES`] and the media policy on every
+    /// allowlist of [`super::routes::ROUTES`] and the media policy on every
     /// route `app` has, with every error in OpenAI's shape. Apply it last, to the app
     /// that is served.
     ///
@@ -811,14 +814,14 @@ impl HlgServerOptions {
     /// CPU) or fail (0.9.2); `--hlg-n-choices` overrides the split.
     ///
     /// ```
-    /// use mistralrs_hlg::server::{engine::EngineMode, load, Choices, HlgServerOptions};
+    /// use mistralrs_hlg::server::{engine::EngineMode, load, Choices, Concurrency, HlgServerOptions};
     ///
     /// # async fn run() -> Result<(), mistralrs_hlg::server::ServerError> {
     /// let source = load::ModelSource::resolve("/models/model.gguf", None)?;
-    /// let engine = load::load(&source, true).await?;
+    /// let engine = load::load(&source).await?;
     /// let serial = HlgServerOptions { batching: Some("serial".into()), ..Default::default() };
     /// let mode = serial.engine_mode(&engine).await?;
-    /// assert_eq!(mode, EngineMode { serial: true, choices: Choices::Split });
+    /// assert_eq!(mode, EngineMode { concurrency: Concurrency::Serial, choices: Choices::Split });
     /// # Ok(())
     /// # }
     /// ```
@@ -827,13 +830,15 @@ impl HlgServerOptions {
         mistralrs: &SharedMistralRsState,
     ) -> Result<EngineMode, OptionError> {
         let choices = self.choices()?;
-        let serial = serial_engine(self.batching()?, mistralrs).await;
-        let choices = choices.unwrap_or(if serial {
-            Choices::Split
-        } else {
-            Choices::Batched
+        let concurrency = concurrency(self.batching()?, mistralrs).await;
+        let choices = choices.unwrap_or(match concurrency {
+            Concurrency::Serial => Choices::Split,
+            Concurrency::Concurrent => Choices::Batched,
         });
-        Ok(EngineMode { serial, choices })
+        Ok(EngineMode {
+            concurrency,
+            choices,
+        })
     }
 
     /// What these options expose (key, management routes, media sources).
@@ -855,10 +860,10 @@ impl HlgServerOptions {
 
 /// Whether the engine must run one request at a time: as `--hlg-batching` says, or, for
 /// `auto`, as the start-up probe finds (serial when it fails).
-async fn serial_engine(batching: Batching, mistralrs: &SharedMistralRsState) -> bool {
+async fn concurrency(batching: Batching, mistralrs: &SharedMistralRsState) -> Concurrency {
     match batching {
-        Batching::Serial => true,
-        Batching::On => false,
+        Batching::Serial => Concurrency::Serial,
+        Batching::On => Concurrency::Concurrent,
         Batching::Auto => {
             let report = super::engine::probe(mistralrs).await;
             match &report {
@@ -866,7 +871,11 @@ async fn serial_engine(batching: Batching, mistralrs: &SharedMistralRsState) -> 
                 Ok(r) => tracing::warn!(max_abs_diff = r.max_abs_diff, "the engine decodes batched rows wrongly (mistral.rs 0.8.1 on the CPU): one request at a time in the engine, the others queue (--hlg-batching on lifts this on a patched engine)"),
                 Err(e) => tracing::warn!("the batching probe failed ({e}): one request at a time in the engine"),
             }
-            !report.is_ok_and(|r| r.rows_independent)
+            if report.is_ok_and(|r| r.rows_independent) {
+                Concurrency::Concurrent
+            } else {
+                Concurrency::Serial
+            }
         }
     }
 }

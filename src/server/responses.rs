@@ -43,7 +43,7 @@ use tower::ServiceExt;
 
 use super::engine;
 use super::engine::Choices;
-use super::host::{self, Surface};
+use super::host_version::{self, Surface};
 use super::security::openai_error;
 use super::state::{admit, invalid_request, parse, AppState};
 use crate::curve::HlgCurve;
@@ -58,7 +58,7 @@ pub(super) async fn create(
     prior: Option<Vec<Message>>,
 ) -> Response {
     let Some(curve) = curve else {
-        return upstream(&s, "/v1/responses", body).await;
+        return upstream(&s, super::routes::RESPONSES, body).await;
     };
     let req: OpenResponsesCreateRequest = match parse(v) {
         Ok(r) => r,
@@ -379,7 +379,7 @@ impl Call {
         s: &AppState,
         tx: tokio::sync::mpsc::Sender<EngineResponse>,
     ) -> Result<mistralrs_core::Request, String> {
-        host::parse_chat(
+        host_version::parse_chat(
             self.chat.clone(),
             s.mistralrs.clone(),
             tx,

@@ -2,24 +2,25 @@
 
 use std::sync::Arc;
 
-use axum::routing::{get, post};
+use axum::routing::{get, post, MethodRouter};
 use axum::{Json, Router};
 use mistralrs_server_core::mistralrs_server_router_builder::MistralRsServerRouterBuilder;
 use mistralrs_server_core::types::SharedMistralRsState;
 
 use super::engine::Choices;
-use super::engine::{self, Gate};
+use super::engine::{self, Concurrency, Gate};
 use super::error::ServerError;
 use super::handlers::{generation, hlg_defaults, respond, Chat, Completion};
 use super::state::AppState;
-use super::{grammar, openapi, security};
+use super::{grammar, openapi, routes, security, served_name};
 use crate::config::HlgConfig;
 use crate::processor::Backend;
 
-/// Builds the server's router, the one way there is: HLG on the generation routes,
-/// `GET /v1/hlg`, the OpenAPI document, and upstream's router for everything else, always
-/// behind a [`security::Exposure`] (the default: no key, only
-/// [`security::PUBLIC_ROUTES`] served, media from files or remote addresses refused,
+/// Builds the server's router, the one way there is: this crate's rows of
+/// [`routes::ROUTES`] (HLG on the generation routes, `GET /v1/hlg`, the OpenAPI
+/// document), and upstream's router for everything else, always behind a
+/// [`security::Exposure`] (the default: no key, only the public rows served, media from
+/// files or remote addresses refused,
 /// errors in OpenAI's shape). [`HlgServerOptions::router`] sets it from the flags, with
 /// the start-up probe deciding the gate and `n > 1`.
 ///
@@ -29,7 +30,7 @@ use crate::processor::Backend;
 /// # async fn run() -> Result<(), mistralrs_hlg::server::ServerError> {
 /// let source = load::ModelSource::resolve("/models/model.gguf", None)?;
 /// let defaults: HlgConfig = serde_json::from_str(r#"{"enabled": true, "toe": 2}"#).unwrap();
-/// let router = RouterBuilder::new(load::load(&source, true).await?)
+/// let router = RouterBuilder::new(load::load(&source).await?)
 ///     .defaults(defaults)
 ///     .choices(Choices::Split)
 ///     .build()
@@ -57,7 +58,7 @@ impl RouterBuilder {
             defaults: HlgConfig::default(),
             choices: Choices::Split,
             backend: Backend::Kernel,
-            gate: Gate::new(false, vec![]),
+            gate: Gate::new(Concurrency::Concurrent, vec![]),
             exposure: security::Exposure::default(),
             upstream: MistralRsServerRouterBuilder::new(),
             served_name: None,
@@ -103,7 +104,7 @@ impl RouterBuilder {
     }
 
     /// Answers requests for `served` as the engine's model `internal`
-    /// ([`security::serve_under_name`]).
+    /// ([`served_name::serve_under_name`]).
     pub fn served_name(mut self, internal: String, served: String) -> Self {
         self.served_name = Some((internal, served));
         self
@@ -124,7 +125,7 @@ impl RouterBuilder {
         let served_name = self.served_name.take();
         let router = routes(self).await?;
         Ok(match served_name {
-            Some((internal, served)) => security::serve_under_name(router, internal, served),
+            Some((internal, served)) => served_name::serve_under_name(router, internal, served),
             None => router,
         })
     }
@@ -167,25 +168,38 @@ async fn routes(b: RouterBuilder) -> Result<Router, ServerError> {
             axum::http::header::AUTHORIZATION,
         ])
         .allow_origin(tower_http::cors::AllowOrigin::any());
-    let own = Router::new();
-    // Anthropic's Messages route is 0.9's (0.8.1 has none).
-    #[cfg(mistralrs_host = "0.9")]
-    let own = own.route("/v1/messages", post(super::messages::create));
+    let own = routes::served().fold(Router::new(), |own, r| match r.answer {
+        routes::Answer::Own(handler) => match own_handler(handler) {
+            Some(h) => own.route(r.path, h),
+            None => own,
+        },
+        routes::Answer::Upstream | routes::Answer::WebUi => own,
+    });
     Ok(own
-        .route("/v1/chat/completions", post(generation::<Chat>))
-        .route("/v1/completions", post(generation::<Completion>))
-        .route("/v1/responses", post(respond))
-        .route("/v1/hlg", get(hlg_defaults))
-        .route(
-            "/api-doc/openapi.json",
-            get(|| async { Json(openapi::document()) }),
-        )
         .route_layer(axum::extract::DefaultBodyLimit::max(
             security::MAX_BODY_BYTES,
         ))
         .route_layer(cors)
         .with_state(state)
         .fallback_service(upstream))
+}
+
+/// The handler of one of this crate's routes ([`routes::Own`]); `None` for one the host
+/// this crate is built against lacks the types for.
+fn own_handler(own: routes::Own) -> Option<MethodRouter<Arc<AppState>>> {
+    use routes::Own;
+    Some(match own {
+        Own::Chat => post(generation::<Chat>),
+        Own::Completion => post(generation::<Completion>),
+        Own::Responses => post(respond),
+        #[cfg(mistralrs_host = "0.9")]
+        Own::Messages => post(super::messages::create),
+        // Anthropic's Messages route is 0.9's (0.8.1 has no request type for it).
+        #[cfg(not(mistralrs_host = "0.9"))]
+        Own::Messages => return None,
+        Own::HlgDefaults => get(hlg_defaults),
+        Own::OpenApi => get(|| async { Json(openapi::document()) }),
+    })
 }
 
 /// Binds `host:port` and serves `router` until the process ends.

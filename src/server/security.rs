@@ -17,54 +17,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-/// The routes served without `--allow-admin-routes`: generation (chat, text completions,
-/// responses and their stored results, Anthropic's messages on mistral.rs 0.9,
-/// embeddings, images, speech), the model list, health, the API documents and
-/// `GET /v1/hlg`. Every other path answers 404 until the server is started with
-/// `--allow-admin-routes`: upstream's management routes (unload, reload, tune, status,
-/// re-quantization, system information, LoRA adapters, calibration, metrics), the routes
-/// that keep state on the server on 0.9 (files, containers, skills, sessions, agent
-/// approvals), upstream's web UI (`/ui` and everything under it, which the patched
-/// `mistralrs serve` nests: it keeps chats and settings on the server and shows the
-/// model's local path), and any route a later host adds, until it has been reviewed and
-/// listed here. `{id}` stands for one path segment, `{*rest}` for the rest of the path.
-///
-/// ```
-/// use axum::{body::Body, http::Request, routing::get, Router};
-/// use mistralrs_hlg::server::security::{Exposure, PUBLIC_ROUTES};
-/// use tower::ServiceExt;
-/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
-/// assert!(!PUBLIC_ROUTES.contains(&"/v1/system/info"));
-/// let routes = || Router::new().route("/v1/system/info", get(|| async { "info" }));
-/// let get_info = || Request::get("/v1/system/info").body(Body::empty()).unwrap();
-/// let closed = Exposure::default().apply(routes());
-/// assert_eq!(closed.oneshot(get_info()).await.unwrap().status(), 404);
-/// let mut exposure = Exposure::default();
-/// exposure.allow_admin_routes = true;
-/// let open = exposure.apply(routes());
-/// assert_eq!(open.oneshot(get_info()).await.unwrap().status(), 200);
-/// # });
-/// ```
-pub const PUBLIC_ROUTES: &[&str] = &[
-    "/",
-    "/health",
-    "/v1/models",
-    "/v1/chat/completions",
-    "/v1/completions",
-    "/v1/responses",
-    "/v1/responses/{id}",
-    "/v1/responses/{id}/cancel",
-    "/v1/messages",
-    "/v1/messages/count_tokens",
-    "/v1/embeddings",
-    "/v1/images/generations",
-    "/v1/audio/speech",
-    "/v1/hlg",
-    "/api-doc/openapi.json",
-    "/docs",
-    "/docs/",
-    "/docs/{*rest}",
-];
+use super::routes::{self, Access};
 
 /// An OpenAI-shaped error response.
 pub(crate) fn openai_error(status: StatusCode, message: String, param: Option<&str>) -> Response {
@@ -76,71 +29,6 @@ pub(crate) fn openai_error(status: StatusCode, message: String, param: Option<&s
     error(status, kind, &message, param, None)
 }
 
-/// Whether `path` matches one of [`PUBLIC_ROUTES`].
-///
-/// ```
-/// use mistralrs_hlg::server::security::is_public_route;
-/// assert!(is_public_route("/v1/chat/completions"));
-/// assert!(is_public_route("/v1/responses/resp_123/cancel"));
-/// assert!(!is_public_route("/v1/models/unload"));
-/// assert!(!is_public_route("/v1/lora_adapters"));
-/// assert!(!is_public_route("/v1/responses/a/b"));
-/// assert!(!is_public_route("/v1/chat/completions/"));
-/// ```
-pub fn is_public_route(path: &str) -> bool {
-    PUBLIC_ROUTES.iter().any(|r| route_matches(r, path))
-}
-
-fn route_matches(pattern: &str, path: &str) -> bool {
-    let mut want = pattern.split('/');
-    let mut got = path.split('/');
-    loop {
-        match (want.next(), got.next()) {
-            (None, None) => return true,
-            (Some(w), Some(_)) if w.starts_with("{*") => return true,
-            (Some(w), Some(g)) if w.starts_with('{') && !g.is_empty() => {}
-            (Some(w), Some(g)) if w == g => {}
-            _ => return false,
-        }
-    }
-}
-
-/// The routes that apply an `hlg` field; any other route refuses a body carrying one
-/// (400), rather than ignoring it.
-///
-/// ```
-/// use axum::{body::Body, http::Request, routing::post, Router};
-/// use mistralrs_hlg::server::security::{Exposure, HLG_ROUTES};
-/// use tower::ServiceExt;
-/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
-/// assert!(!HLG_ROUTES.contains(&"/v1/embeddings"));
-/// let app = Exposure::default().apply(Router::new().route("/v1/embeddings", post(|| async { "{}" })));
-/// let req = Request::post("/v1/embeddings")
-///     .header("content-type", "application/json")
-///     .body(Body::from(r#"{"input": "Hi", "hlg": {"toe": 2}}"#))
-///     .unwrap();
-/// assert_eq!(app.oneshot(req).await.unwrap().status(), 400, "hlg is refused, not dropped");
-/// # });
-/// ```
-#[cfg(not(mistralrs_host = "0.9"))]
-pub const HLG_ROUTES: [&str; 3] = ["/v1/chat/completions", "/v1/completions", "/v1/responses"];
-/// See the 0.8.1 list: 0.9 adds Anthropic's Messages route.
-#[cfg(mistralrs_host = "0.9")]
-pub const HLG_ROUTES: [&str; 4] = [
-    "/v1/chat/completions",
-    "/v1/completions",
-    "/v1/responses",
-    "/v1/messages",
-];
-
-/// Routes that stay open without the API key (load balancers' health checks).
-///
-/// ```
-/// use mistralrs_hlg::server::security::OPEN_ROUTES;
-/// assert!(OPEN_ROUTES.contains(&"/health"));
-/// ```
-pub const OPEN_ROUTES: [&str; 2] = ["/health", "/"];
-
 /// The largest request body, as upstream's router has it (50 MiB).
 ///
 /// ```
@@ -150,17 +38,41 @@ pub const OPEN_ROUTES: [&str; 2] = ["/health", "/"];
 pub const MAX_BODY_BYTES: usize =
     mistralrs_server_core::mistralrs_server_router_builder::DEFAULT_MAX_BODY_LIMIT;
 
-/// What the server exposes beyond generation.
+/// What the server exposes beyond generation. Which routes are served, open or take
+/// `hlg` is [`routes::ROUTES`]'s.
 ///
 /// ```
+/// use axum::{body::Body, http::Request, routing::{get, post}, Router};
 /// use mistralrs_hlg::server::security::Exposure;
+/// use tower::ServiceExt;
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
 /// let e = Exposure::default();
 /// assert!(!e.has_api_key() && !e.allow_admin_routes && !e.allow_remote_media && !e.allow_local_media);
+///
+/// // A management route is refused (404) until `--allow-admin-routes`.
+/// let routes = || Router::new().route("/v1/system/info", get(|| async { "info" }));
+/// let get_info = || Request::get("/v1/system/info").body(Body::empty()).unwrap();
+/// let closed = Exposure::default().apply(routes());
+/// assert_eq!(closed.oneshot(get_info()).await.unwrap().status(), 404);
+/// let mut exposure = Exposure::default();
+/// exposure.allow_admin_routes = true;
+/// assert_eq!(exposure.apply(routes()).oneshot(get_info()).await.unwrap().status(), 200);
+///
+/// // `hlg` on a route that cannot apply it is refused, not dropped.
+/// let app = Exposure::default().apply(Router::new().route("/v1/embeddings", post(|| async { "{}" })));
+/// let req = Request::post("/v1/embeddings")
+///     .header("content-type", "application/json")
+///     .body(Body::from(r#"{"input": "Hi", "hlg": {"toe": 2}}"#))
+///     .unwrap();
+/// assert_eq!(app.oneshot(req).await.unwrap().status(), 400);
+/// # });
 /// ```
 #[derive(Clone, Debug, Default)]
 pub struct Exposure {
     key: Option<Arc<[u8; 32]>>,
-    /// Serve every route the host registers, not only [`PUBLIC_ROUTES`].
+    /// Serve every route the host registers, not only the [`Access::Public`] and
+    /// [`Access::Open`] rows of [`routes::ROUTES`] (management, state-keeping and web-UI
+    /// routes, and any route a later host adds before it is reviewed and declared there).
     pub allow_admin_routes: bool,
     /// Let requests name media at `http(s)://` addresses, which the server then fetches.
     pub allow_remote_media: bool,
@@ -169,7 +81,8 @@ pub struct Exposure {
 }
 
 impl Exposure {
-    /// Requires `Authorization: Bearer <key>` on every route but [`OPEN_ROUTES`]. Only
+    /// Requires `Authorization: Bearer <key>` on every route but the [`Access::Open`]
+    /// ones (health). Only
     /// the key's SHA-256 is kept; requests are compared digest to digest in constant time.
     ///
     /// ```
@@ -243,10 +156,9 @@ impl Exposure {
 
     async fn check(&self, req: Request, next: Next) -> Response {
         let path = req.uri().path().to_string();
-        if req.method() != Method::OPTIONS
-            && !OPEN_ROUTES.contains(&path.as_str())
-            && !self.authorized(&req)
-        {
+        let route = routes::find(&path);
+        let access = route.map_or(Access::Admin, |r| r.access);
+        if req.method() != Method::OPTIONS && access != Access::Open && !self.authorized(&req) {
             return error(
                 StatusCode::UNAUTHORIZED,
                 "invalid_request_error",
@@ -255,10 +167,10 @@ impl Exposure {
                 Some("invalid_api_key"),
             );
         }
-        if !self.allow_admin_routes && !is_public_route(&path) {
+        if !self.allow_admin_routes && access == Access::Admin {
             return error(StatusCode::NOT_FOUND, "invalid_request_error", &format!("no route {path} (management, state-keeping and web-UI routes are off; start the server with --allow-admin-routes)"), None, None);
         }
-        let hlg_route = HLG_ROUTES.contains(&path.as_str());
+        let hlg_route = route.is_some_and(|r| r.takes_hlg());
         // Every POST is read but one to an HLG route with all media allowed.
         let all_allowed = hlg_route && self.allow_remote_media && self.allow_local_media;
         if req.method() == Method::POST && !all_allowed {
@@ -297,12 +209,13 @@ impl Exposure {
                 )
             }
         };
+        let mut parts = parts;
         if let Ok(v) = serde_json::from_slice::<Value>(&bytes) {
             if !hlg_route && v.get("hlg").is_some() {
                 let msg = format!(
                     "`hlg` is not supported on {} (it applies to {}); remove it or use one of those routes",
                     parts.uri.path(),
-                    HLG_ROUTES.join(", ")
+                    routes::hlg_paths().collect::<Vec<_>>().join(", ")
                 );
                 return error(
                     StatusCode::BAD_REQUEST,
@@ -325,6 +238,10 @@ impl Exposure {
                     Some(&param),
                     None,
                 );
+            }
+            if hlg_route {
+                // This crate's handler takes the value, not the bytes again.
+                parts.extensions.insert(super::request::ParsedJson(v));
             }
         }
         next.run(Request::from_parts(parts, Body::from(bytes)))
@@ -500,91 +417,6 @@ pub(crate) fn scrub_paths(message: &str) -> String {
     }
     out.push_str(rest);
     out
-}
-
-/// `router` with the model's internal id (for a local GGUF, its directory) shown as
-/// `served` in every response: the `model` field of completions and chunks, and the list
-/// of `GET /v1/models`. Requests may name either (an alias is registered).
-///
-/// ```
-/// use axum::{body::Body, http::Request, routing::get, Router};
-/// use mistralrs_hlg::server::security::serve_under_name;
-/// use tower::ServiceExt;
-/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
-/// let routes = Router::new().route("/v1/models", get(|| async { r#"{"data":[{"id":"/srv/models"}]}"# }));
-/// let app = serve_under_name(routes, "/srv/models".into(), "smollm2".into());
-/// let resp = app.oneshot(Request::get("/v1/models").body(Body::empty()).unwrap()).await.unwrap();
-/// let body = axum::body::to_bytes(resp.into_body(), 1 << 20).await.unwrap();
-/// assert_eq!(&body[..], br#"{"data":[{"id":"smollm2"}]}"#);
-/// # });
-/// ```
-pub fn serve_under_name(router: axum::Router, internal: String, served: String) -> axum::Router {
-    if internal == served {
-        return router;
-    }
-    let from: Arc<str> = serde_json::to_string(&internal).unwrap_or_default().into();
-    let to: Arc<str> = serde_json::to_string(&served).unwrap_or_default().into();
-    router.layer(axum::middleware::from_fn(
-        move |req: Request, next: Next| {
-            let (from, to) = (from.clone(), to.clone());
-            async move {
-                let resp = next.run(req).await;
-                let (parts, body) = resp.into_parts();
-                let stream = parts
-                    .headers
-                    .get(header::CONTENT_TYPE)
-                    .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
-                if stream {
-                    use futures::StreamExt;
-                    // Server-sent events arrive one event per frame.
-                    let frames = body.into_data_stream().map(move |frame| {
-                        frame.map(|b| match std::str::from_utf8(&b) {
-                            Ok(text) if text.contains(&*from) => {
-                                axum::body::Bytes::from(text.replace(&*from, &to))
-                            }
-                            _ => b,
-                        })
-                    });
-                    return Response::from_parts(parts, Body::from_stream(frames));
-                }
-                let mut parts = parts;
-                let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
-                    return error(
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        "server_error",
-                        "reading the response failed",
-                        None,
-                        None,
-                    );
-                };
-                match std::str::from_utf8(&bytes) {
-                    Ok(text) if text.contains(&*from) => {
-                        parts.headers.remove(header::CONTENT_LENGTH);
-                        Response::from_parts(parts, Body::from(text.replace(&*from, &to)))
-                    }
-                    _ => Response::from_parts(parts, Body::from(bytes)),
-                }
-            }
-        },
-    ))
-}
-
-/// The name a model is served under by default: the last component of its id (a GGUF
-/// directory's name, a hub repository's name).
-///
-/// ```
-/// use mistralrs_hlg::server::security::default_served_name;
-/// assert_eq!(default_served_name("/root/.cache/models/"), "models");
-/// assert_eq!(default_served_name("HuggingFaceTB/SmolLM2-135M"), "SmolLM2-135M");
-/// ```
-pub fn default_served_name(internal: &str) -> String {
-    internal
-        .trim_end_matches('/')
-        .rsplit('/')
-        .next()
-        .filter(|s| !s.is_empty())
-        .unwrap_or(internal)
-        .to_string()
 }
 
 /// One server-sent event of a generation stream with an error in OpenAI's shape:

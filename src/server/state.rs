@@ -1,7 +1,6 @@
 //! What the HLG routes share: the state, the checks a request passes before it reaches
 //! the engine, the OpenAI-shaped errors, and the engine's admission of a request.
 
-use axum::body::Bytes;
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::Router;
@@ -88,32 +87,6 @@ pub(crate) fn hlg_error(e: HlgError) -> Response {
     openai_error(StatusCode::BAD_REQUEST, e.to_string(), Some(e.param()))
 }
 
-/// Splits the JSON body into the request (without `hlg`) and the `hlg` object.
-pub(crate) fn split_body(body: &Bytes) -> Result<(Value, Option<HlgConfig>), Response> {
-    let mut v: Value = serde_json::from_slice(body).map_err(|e| {
-        openai_error(
-            StatusCode::BAD_REQUEST,
-            format!("invalid JSON body: {e}"),
-            None,
-        )
-    })?;
-    let hlg = match v.as_object_mut().and_then(|o| o.remove("hlg")) {
-        None => None,
-        Some(h) => match HlgConfig::deserialize_checked(h) {
-            Ok(Ok(cfg)) => Some(cfg),
-            Ok(Err(e)) => return Err(hlg_error(e)),
-            Err(e) => {
-                return Err(openai_error(
-                    StatusCode::BAD_REQUEST,
-                    e.to_string(),
-                    Some("hlg"),
-                ))
-            }
-        },
-    };
-    Ok((v, hlg))
-}
-
 /// Upstream's request type from the JSON body.
 pub(crate) fn parse<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, Response> {
     serde_json::from_value(v).map_err(|e| {
@@ -123,72 +96,6 @@ pub(crate) fn parse<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, Respo
             None,
         )
     })
-}
-
-/// A generation request's body checked: the request without `hlg`, the curve it runs
-/// with, and its `n`. Every bad value is a 4xx naming the field.
-pub(crate) fn checked(
-    s: &AppState,
-    body: &Bytes,
-) -> Result<(Value, Option<HlgCurve>, u64), Response> {
-    let (v, hlg) = split_body(body)?;
-    let curve = curve_for_request(hlg.as_ref(), &s.defaults);
-    let n = bounded_count(&v, "n", MAX_CHOICES)?.unwrap_or(1);
-    if let Some(model) = v
-        .get("model")
-        .and_then(Value::as_str)
-        .filter(|m| *m != "default")
-    {
-        if !s.mistralrs.model_exists(model).unwrap_or(false) {
-            let msg = format!("the model `{model}` does not exist on this server (see GET /v1/models; `default` names the served model)");
-            return Err(security::error(
-                StatusCode::NOT_FOUND,
-                "invalid_request_error",
-                &security::scrub_paths(&msg),
-                Some("model"),
-                Some("model_not_found"),
-            ));
-        }
-    }
-    let max_len = s
-        .mistralrs
-        .max_sequence_length(None)
-        .ok()
-        .flatten()
-        .map_or(MAX_TOKENS, |m| m as u64);
-    for field in ["max_tokens", "max_completion_tokens", "max_output_tokens"] {
-        bounded_count(&v, field, max_len)?;
-    }
-    Ok((v, curve, n))
-}
-
-/// A 415 unless the request says its body is JSON. Requiring it keeps a page on another
-/// origin from starting generations with a form-like `text/plain` POST, which a browser
-/// sends without asking the server first (a JSON one it sends only after CORS allows it).
-pub(crate) fn not_json(headers: &axum::http::HeaderMap) -> Option<Response> {
-    let ct = headers
-        .get(axum::http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    let essence = ct
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
-    if essence == "application/json" || essence.ends_with("+json") {
-        return None;
-    }
-    let got = if ct.is_empty() {
-        "none".to_string()
-    } else {
-        format!("{ct:?}")
-    };
-    Some(openai_error(
-        StatusCode::UNSUPPORTED_MEDIA_TYPE,
-        format!("the request body must be JSON (`Content-Type: application/json`), got {got}"),
-        None,
-    ))
 }
 
 /// A request upstream's parser refused (bad content parts, media that cannot be read, a

@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use mistralrs_hlg::params::Span;
-use mistralrs_hlg::{HlgCurve, Pivot, ToeShape};
+use mistralrs_hlg::{CurveParts, HlgCurve, Pivot, ToeShape};
 
 /// The finite entries in f64, their max, and their weights `exp(x − max)`.
 fn weights_f64(x: &[f32]) -> Option<(Vec<f64>, f64, Vec<f64>)> {
@@ -223,10 +223,28 @@ pub fn every_curve() -> Vec<HlgCurve> {
                 (Some(2.0), None, None),
                 (None, Some(3.0), Some(3.0)),
             ] {
-                out.push(HlgCurve::new(pivot, offset, w, bh, bt, shape).unwrap());
+                out.push(
+                    HlgCurve::new(CurveParts {
+                        pivot,
+                        pivot_offset: Span::Nats(offset),
+                        width: w.map(Span::Nats),
+                        shoulder: bh,
+                        toe: bt,
+                        toe_shape: shape,
+                    })
+                    .unwrap(),
+                );
             }
             // Auto mode: a σ per row for the width, and for the offset (`top`).
-            let auto = HlgCurve::new(pivot, offset, None, Some(2.0), Some(1.0), shape).unwrap();
+            let auto = HlgCurve::new(CurveParts {
+                pivot,
+                pivot_offset: Span::Nats(offset),
+                width: None,
+                shoulder: Some(2.0),
+                toe: Some(1.0),
+                toe_shape: shape,
+            })
+            .unwrap();
             out.push(auto.with_auto_width(1.5).unwrap());
             out.push(
                 auto.with_auto_width(0.5)

@@ -6,7 +6,7 @@
 mod common;
 
 use common::{every_curve, kernel, worst};
-use mistralrs_hlg::{backend::mlx::apply, HlgCurve, Pivot};
+use mistralrs_hlg::{backend::mlx::apply, params::Span, CurveParts, HlgCurve, Pivot};
 use mlx_rs::{Array, Dtype};
 use proptest::prelude::*;
 
@@ -78,14 +78,14 @@ fn identity_and_non_finite_rows() {
     let a = Array::from_slice(&x, &[5]);
     for c in [
         HlgCurve::identity(),
-        HlgCurve::new(
-            Pivot::Entropy,
-            0.0,
-            Some(2.0),
-            None,
-            None,
-            Default::default(),
-        )
+        HlgCurve::new(CurveParts {
+            pivot: Pivot::Entropy,
+            pivot_offset: Span::Nats(0.0),
+            width: Some(Span::Nats(2.0)),
+            shoulder: None,
+            toe: None,
+            toe_shape: Default::default(),
+        })
         .unwrap(),
     ] {
         let same = run(&c, &a);

@@ -35,19 +35,19 @@ impl Knee {
     /// The constants for pivot `c` and half-width `w` (nats; the curve's width resolved
     /// for this vector), with `curve`'s shoulder and toe.
     pub(crate) fn new(c: f32, w: f32, curve: &HlgCurve) -> Self {
-        let bh = curve.shoulder.unwrap_or(1.0);
-        let bt = curve.toe.unwrap_or(1.0);
+        let bh = curve.p.shoulder.unwrap_or(1.0);
+        let bt = curve.p.toe.unwrap_or(1.0);
         Knee {
             c,
             w,
             c_hi: c + w,
             c_lo: c - w,
-            thr_hi: if curve.shoulder.is_some() {
+            thr_hi: if curve.p.shoulder.is_some() {
                 w
             } else {
                 f32::INFINITY
             },
-            thr_lo: if curve.toe.is_some() {
+            thr_lo: if curve.p.toe.is_some() {
                 -w
             } else {
                 f32::NEG_INFINITY

@@ -10,7 +10,7 @@ use mistralrs_hlg::params::Field;
 use mistralrs_hlg::server::HlgFlags;
 use mistralrs_hlg::ToeShape;
 use mistralrs_hlg_eval::sampler::Sampler;
-use mistralrs_hlg_eval::{capture, kl, plot, prompts, report};
+use mistralrs_hlg_eval::{capture, kl, plot, prompts, report, PerPrompt};
 
 use crate::progress::progress;
 use mistralrs_hlg_eval::gemma::{self, Gemma};
@@ -808,7 +808,11 @@ fn confirm(args: ConfirmArgs) -> anyhow::Result<()> {
         true => prompts::held_out(prompts),
         false => prompts::open_ended(prompts),
     };
-    let (mut stores, left) = open_stores(&out.out, &levels, &plans, &ps, samples, max_tokens)?;
+    let per = PerPrompt {
+        samples,
+        max_tokens,
+    };
+    let (mut stores, left) = open_stores(&out.out, &levels, &plans, &ps, per)?;
     eprintln!("{left} samples left in all");
     let report = ConfirmReport {
         dir: &out.out,
@@ -877,8 +881,10 @@ fn open_stores(
     levels: &[f64],
     plans: &[Vec<mistralrs_hlg_eval::confirm::Planned>],
     ps: &[&str],
-    samples: usize,
-    max_tokens: usize,
+    PerPrompt {
+        samples,
+        max_tokens,
+    }: PerPrompt,
 ) -> anyhow::Result<(Vec<Vec<mistralrs_hlg_eval::confirm::Store>>, usize)> {
     use mistralrs_hlg_eval::confirm::Store;
     let dir = |l: f64| out.join("confirm").join(format!("level-{l}"));
@@ -1092,11 +1098,13 @@ fn diversity(args: DiversityArgs) -> anyhow::Result<()> {
     let results = tokio::runtime::Runtime::new()?.block_on(async {
         let m = capture::load_model(online.model.as_deref()).await?;
         let bar = progress(methods.len() * ps.len() * samples, "diversity");
+        let per = PerPrompt {
+            samples,
+            max_tokens,
+        };
         let mut out = vec![];
         for (s, h) in &methods {
-            out.push(
-                diversity::run_method(&m, &ps, s, *h, samples, max_tokens, || bar.inc(1)).await?,
-            );
+            out.push(diversity::run_method(&m, &ps, (s, *h), per, || bar.inc(1)).await?);
         }
         bar.finish();
         anyhow::Ok(out)
@@ -1333,10 +1341,11 @@ fn perf(args: PerfArgs) -> anyhow::Result<()> {
     let (samples, summary) = tokio::runtime::Runtime::new()?.block_on(async {
         let m = capture::load_model(online.model.as_deref()).await?;
         let bar = progress(rounds * perf::Arm::ALL.len() * ps.len(), "perf");
-        let r = perf::run(&m, &ps, curve, temperature, rounds, max_tokens, || {
-            bar.inc(1)
-        })
-        .await;
+        let per = PerPrompt {
+            samples: rounds,
+            max_tokens,
+        };
+        let r = perf::run(&m, &ps, (curve, temperature), per, || bar.inc(1)).await;
         bar.finish();
         r
     })?;

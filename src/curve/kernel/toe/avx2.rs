@@ -164,8 +164,9 @@ unsafe fn load_opaque(p: *const f32) -> __m256 {
 mod tests {
     use super::super::super::test_support::{assert_same_bits, have_avx2};
     use super::*;
-    use crate::curve::HlgCurve;
+    use crate::curve::{CurveParts, HlgCurve};
     use crate::fastmath;
+    use crate::params::Span;
 
     #[target_feature(enable = "avx2,fma")]
     unsafe fn generic_fused(x: &mut [f32], k: &Knee, shape: ToeShape) {
@@ -185,9 +186,7 @@ mod tests {
     #[target_feature(enable = "avx2,fma")]
     unsafe fn compare(
         name: &str,
-        lo: f32,
-        hi: f32,
-        stride: u32,
+        (lo, hi, stride): (f32, f32, u32),
         f8: unsafe fn(Vn) -> Vn,
         f: fn(f32) -> f32,
     ) {
@@ -284,18 +283,14 @@ mod tests {
             ] {
                 compare(
                     "log1p_toe",
-                    lo,
-                    hi,
-                    st,
+                    (lo, hi, st),
                     |v| v8::log1p_toe(v),
                     scalar::log1p_toe,
                 );
             }
             compare(
                 "log1p_toe",
-                f32::NAN,
-                f32::NAN,
-                1,
+                (f32::NAN, f32::NAN, 1),
                 |v| v8::log1p_toe(v),
                 scalar::log1p_toe,
             );
@@ -320,9 +315,7 @@ mod tests {
             ] {
                 compare(
                     "exp2m1_pos",
-                    lo,
-                    hi,
-                    st,
+                    (lo, hi, st),
                     |v| v8::exp2m1_pos(v),
                     scalar::exp2m1_pos,
                 );
@@ -330,9 +323,7 @@ mod tests {
             for (lo, hi, st) in [(-0.0, f32::NEG_INFINITY, stride), (-87.2, -87.4, 1)] {
                 compare(
                     "exp_neg",
-                    lo,
-                    hi,
-                    st,
+                    (lo, hi, st),
                     |v| [v8::exp_neg(v[0]), v8::exp_neg(v[1])],
                     scalar::exp_neg,
                 );
@@ -365,8 +356,15 @@ mod tests {
                 (None, Some(1.0), Some(1.0)),
             ] {
                 for c in [0.0f32, 3.7, -12.5] {
-                    let curve =
-                        HlgCurve::new(crate::params::Pivot::Top, 0.0, w, bh, bt, shape).unwrap();
+                    let curve = HlgCurve::new(CurveParts {
+                        pivot: crate::params::Pivot::Top,
+                        pivot_offset: Span::Nats(0.0),
+                        width: w.map(Span::Nats),
+                        shoulder: bh,
+                        toe: bt,
+                        toe_shape: shape,
+                    })
+                    .unwrap();
                     let knee = Knee::new(c, w.unwrap_or(f32::INFINITY), &curve);
                     let (mut got, mut want) = (x.clone(), x.clone());
                     unsafe {

@@ -1,0 +1,87 @@
+//! How the engine takes requests: `n > 1` choices, the batching setting and the mode
+//! the start-up probe decides.
+
+use super::gate::Concurrency;
+
+/// How the generation routes serve a request for `n > 1` choices.
+///
+/// ```
+/// use mistralrs_hlg::server::{Choices, HlgServerOptions};
+/// let o = HlgServerOptions { n_choices: Some("split".into()), ..Default::default() };
+/// assert_eq!(o.choices(), Ok(Some(Choices::Split)));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Choices {
+    /// As `n` single-choice generations, one after another, merged into one response: the
+    /// default while the pinned mistral.rs (0.8.1) corrupts the choices of a batched
+    /// request on the CPU (see `docs/NOTES.md`).
+    Split,
+    /// As upstream does: one request with `n` sequences, batched.
+    Batched,
+}
+
+/// How the server lets the engine batch sequences (`--hlg-batching`).
+///
+/// ```
+/// use mistralrs_hlg::server::{Batching, HlgServerOptions};
+/// assert_eq!(HlgServerOptions::default().batching(), Ok(Batching::Auto));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Batching {
+    /// Probe the engine at start-up: batch when it decodes batched rows as it decodes them
+    /// alone, otherwise [`Batching::Serial`]. The default.
+    Auto,
+    /// One request in the engine at a time, whatever the probe would say.
+    Serial,
+    /// No limit: the engine batches as upstream does (for a patched engine or a GPU).
+    On,
+}
+
+impl Batching {
+    /// Every value, as the flag spells them.
+    ///
+    /// ```
+    /// use mistralrs_hlg::server::Batching;
+    /// assert!(Batching::NAMES.iter().all(|n| Batching::parse(n).is_some()));
+    /// ```
+    pub const NAMES: [&'static str; 3] = ["auto", "serial", "on"];
+
+    /// The accepted names, in words.
+    ///
+    /// ```
+    /// use mistralrs_hlg::server::HlgServerOptions;
+    /// let opts = HlgServerOptions { batching: Some("always".into()), ..Default::default() };
+    /// assert_eq!(
+    ///     opts.batching().unwrap_err().to_string(),
+    ///     r#"--hlg-batching must be "auto", "serial" or "on", got "always""#
+    /// );
+    /// ```
+    pub const EXPECTED: &'static str = r#""auto", "serial" or "on""#;
+
+    /// The value a flag names, `None` for another name.
+    ///
+    /// ```
+    /// use mistralrs_hlg::server::Batching;
+    /// assert_eq!(Batching::parse("serial"), Some(Batching::Serial));
+    /// assert_eq!(Batching::parse("sometimes"), None);
+    /// ```
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "auto" => Some(Batching::Auto),
+            "serial" => Some(Batching::Serial),
+            "on" => Some(Batching::On),
+            _ => None,
+        }
+    }
+}
+
+/// How a server's engine takes requests, as
+/// [`HlgServerOptions::engine_mode`](crate::server::HlgServerOptions::engine_mode) decides it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EngineMode {
+    /// How the [`Gate`] admits requests: one at a time when the engine's batched rows are
+    /// wrong (the others queue), all at once otherwise.
+    pub concurrency: Concurrency,
+    /// How a request with `n > 1` is run.
+    pub choices: Choices,
+}
