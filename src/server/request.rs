@@ -1,6 +1,6 @@
 //! A request body of this crate's routes, read once: the security layer parses the JSON
 //! (to refuse media and a misplaced `hlg`) and hands the value on with the request
-//! ([`ParsedJson`]); the extractors here take it from there, parse only when the layer did
+//! ([`security::ParsedJson`]); the extractors here take it from there, parse only when the layer did
 //! not (every media source allowed), take `hlg` off and check it, and give the handlers
 //! the result.
 
@@ -12,16 +12,12 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
-use super::security::{self, openai_error};
+use super::security::{self, openai_error, ParsedJson};
 use super::state::{
     bounded_count, curve_for_request, hlg_error, AppState, MAX_CHOICES, MAX_TOKENS,
 };
 use crate::config::HlgConfig;
 use crate::curve::HlgCurve;
-
-/// A JSON body the security layer has parsed, carried in the request's extensions.
-#[derive(Clone)]
-pub(crate) struct ParsedJson(pub(crate) Value);
 
 /// A JSON request body: the value without `hlg`, the `hlg` object checked, and the body
 /// as it came (for upstream's handler, when HLG does not apply). A body that is not JSON

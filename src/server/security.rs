@@ -19,6 +19,11 @@ use sha2::{Digest, Sha256};
 
 use super::routes::{self, Access};
 
+/// A JSON body this layer has parsed, handed on in the request's extensions to the
+/// handler of an HLG route (`server/request.rs`), which then does not parse it again.
+#[derive(Clone)]
+pub(crate) struct ParsedJson(pub(crate) Value);
+
 /// An OpenAI-shaped error response.
 pub(crate) fn openai_error(status: StatusCode, message: String, param: Option<&str>) -> Response {
     let kind = if status.is_server_error() {
@@ -241,7 +246,7 @@ impl Exposure {
             }
             if hlg_route {
                 // This crate's handler takes the value, not the bytes again.
-                parts.extensions.insert(super::request::ParsedJson(v));
+                parts.extensions.insert(ParsedJson(v));
             }
         }
         next.run(Request::from_parts(parts, Body::from(bytes)))
