@@ -348,49 +348,53 @@ proptest! {
 #[test]
 fn the_bounds_are_the_accepted_ranges() {
     use mistralrs_hlg::params::{MAX_NATS, MIN_BETA};
-    assert!(HlgCurve::new(CurveParts {
+    let nats = |v: f32| Some(Span::Nats(v));
+    let edge = CurveParts {
         pivot: Pivot::Top,
         pivot_offset: Span::Nats(MAX_NATS),
-        width: Some(Span::Nats(MAX_NATS)),
+        width: nats(MAX_NATS),
         shoulder: Some(MAX_NATS),
         toe: Some(MIN_BETA),
-        toe_shape: ToeShape::Exp
-    })
-    .is_ok());
-    assert!(HlgCurve::new(CurveParts {
-        pivot: Pivot::Top,
-        pivot_offset: Span::Nats(MAX_NATS * 1.001),
-        width: None,
-        shoulder: None,
-        toe: None,
-        toe_shape: ToeShape::Log
-    })
-    .is_err());
-    assert!(HlgCurve::new(CurveParts {
-        pivot: Pivot::Top,
-        pivot_offset: Span::Nats(1.0),
-        width: Some(Span::Nats(1001.0)),
-        shoulder: None,
-        toe: None,
-        toe_shape: ToeShape::Log
-    })
-    .is_err());
-    assert!(HlgCurve::new(CurveParts {
-        pivot: Pivot::Top,
-        pivot_offset: Span::Nats(1.0),
-        width: None,
-        shoulder: Some(1e6),
-        toe: None,
-        toe_shape: ToeShape::Log
-    })
-    .is_err());
-    assert!(HlgCurve::new(CurveParts {
-        pivot: Pivot::Top,
+        toe_shape: ToeShape::Exp,
+    };
+    assert!(HlgCurve::new(edge).is_ok());
+    let base = CurveParts {
         pivot_offset: Span::Nats(1.0),
         width: None,
         shoulder: None,
-        toe: Some(MAX_NATS + 1.0),
-        toe_shape: ToeShape::Log
-    })
-    .is_err());
+        toe: None,
+        ..edge
+    };
+    for (param, bad) in [
+        (
+            "hlg.pivot_offset",
+            CurveParts {
+                pivot_offset: Span::Nats(MAX_NATS * 1.001),
+                ..base
+            },
+        ),
+        (
+            "hlg.width",
+            CurveParts {
+                width: nats(1001.0),
+                ..base
+            },
+        ),
+        (
+            "hlg.shoulder",
+            CurveParts {
+                shoulder: Some(1e6),
+                ..base
+            },
+        ),
+        (
+            "hlg.toe",
+            CurveParts {
+                toe: Some(MAX_NATS + 1.0),
+                ..base
+            },
+        ),
+    ] {
+        assert_eq!(HlgCurve::new(bad).unwrap_err().param(), param, "{bad:?}");
+    }
 }

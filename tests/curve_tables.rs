@@ -1,29 +1,13 @@
 //! Small vectors with expected outputs worked out by hand (in f64), for every pivot
 //! mode, every toe shape and every `off` combination (DESIGN.md §2).
 
-use mistralrs_hlg::{params::Span, CurveParts, HlgCurve, Pivot, ToeShape};
+mod common;
+
+use common::nats_curve as curve;
+use mistralrs_hlg::{HlgCurve, Pivot, ToeShape};
 
 const NEG: f32 = f32::NEG_INFINITY;
 const NEG64: f64 = f64::NEG_INFINITY;
-
-/// `pivot` is the mode and its offset (the offset counts for `top` only).
-fn curve(
-    (pivot, offset): (Pivot, f32),
-    w: Option<f32>,
-    bh: Option<f32>,
-    bt: Option<f32>,
-    shape: ToeShape,
-) -> HlgCurve {
-    HlgCurve::new(CurveParts {
-        pivot,
-        pivot_offset: Span::Nats(offset),
-        width: w.map(Span::Nats),
-        shoulder: bh,
-        toe: bt,
-        toe_shape: shape,
-    })
-    .unwrap()
-}
 
 fn check(name: &str, c: &HlgCurve, x: &[f32], want: &[f64]) {
     let mut y = x.to_vec();

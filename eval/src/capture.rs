@@ -187,11 +187,15 @@ impl Capture {
         })
     }
 
-    pub(crate) fn push_rows(
+    /// Prompt `prompt`'s generated text and its kept `(step, logits)` rows, whichever
+    /// model made them (the engine's [`capture`], Gemma's own loop).
+    pub(crate) fn push_prompt(
         &mut self,
         prompt: usize,
+        text: String,
         rows: Vec<(usize, Vec<f32>)>,
     ) -> Result<(), EvalError> {
+        self.texts.push(text);
         for (step, x) in rows {
             if self.vocab == 0 {
                 self.vocab = x.len();
@@ -278,14 +282,9 @@ pub async fn capture(
             .send_chat_request(req)
             .await
             .map_err(EvalError::engine)?;
-        out.texts.push(
-            resp.choices
-                .first()
-                .and_then(|c| c.message.content.clone())
-                .unwrap_or_default(),
-        );
+        let text = resp.choices.first().and_then(|c| c.message.content.clone());
         let rows = std::mem::take(&mut seen.lock().unwrap().1);
-        out.push_rows(pi, rows)?;
+        out.push_prompt(pi, text.unwrap_or_default(), rows)?;
         progress(pi + 1);
     }
     Ok(out)

@@ -4,6 +4,26 @@
 use mistralrs_hlg::params::Span;
 use mistralrs_hlg::{CurveParts, HlgCurve, Pivot, ToeShape};
 
+/// A curve with every length in nats: `pivot` is the mode and its offset (which only
+/// `top` reads), then the width, the shoulder and the toe (`None`: off), and the toe shape.
+pub fn nats_curve(
+    (pivot, offset): (Pivot, f32),
+    w: Option<f32>,
+    bh: Option<f32>,
+    bt: Option<f32>,
+    shape: ToeShape,
+) -> HlgCurve {
+    HlgCurve::new(CurveParts {
+        pivot,
+        pivot_offset: Span::Nats(offset),
+        width: w.map(Span::Nats),
+        shoulder: bh,
+        toe: bt,
+        toe_shape: shape,
+    })
+    .unwrap()
+}
+
 /// The finite entries in f64, their max, and their weights `exp(x − max)`.
 fn weights_f64(x: &[f32]) -> Option<(Vec<f64>, f64, Vec<f64>)> {
     let fin: Vec<f64> = x
@@ -223,28 +243,10 @@ pub fn every_curve() -> Vec<HlgCurve> {
                 (Some(2.0), None, None),
                 (None, Some(3.0), Some(3.0)),
             ] {
-                out.push(
-                    HlgCurve::new(CurveParts {
-                        pivot,
-                        pivot_offset: Span::Nats(offset),
-                        width: w.map(Span::Nats),
-                        shoulder: bh,
-                        toe: bt,
-                        toe_shape: shape,
-                    })
-                    .unwrap(),
-                );
+                out.push(nats_curve((pivot, offset), w, bh, bt, shape));
             }
             // Auto mode: a σ per row for the width, and for the offset (`top`).
-            let auto = HlgCurve::new(CurveParts {
-                pivot,
-                pivot_offset: Span::Nats(offset),
-                width: None,
-                shoulder: Some(2.0),
-                toe: Some(1.0),
-                toe_shape: shape,
-            })
-            .unwrap();
+            let auto = nats_curve((pivot, offset), None, Some(2.0), Some(1.0), shape);
             out.push(auto.with_auto_width(1.5).unwrap());
             out.push(
                 auto.with_auto_width(0.5)
@@ -324,4 +326,49 @@ pub fn backend_logits() -> impl proptest::strategy::Strategy<Value = Vec<f32>> {
         prop_oneof![10 => -25.0f32..8.0, 1 => Just(f32::NEG_INFINITY)],
         2..300,
     )
+}
+
+/// A tensor backend as the parity tests drive it: `rows` rows of `x` (row-major) through
+/// the curve, out as row-major f32.
+pub type Run<'a> = &'a dyn Fn(&HlgCurve, &[f32], usize) -> Vec<f32>;
+
+/// Every curve of [`every_curve`] that `keep` takes on `x`, through `run` as one row,
+/// against the kernel: the first mismatch, if any.
+pub fn rank1_parity(
+    run: Run,
+    x: &[f32],
+    keep: impl Fn(&HlgCurve, &[f32]) -> bool,
+) -> Result<(), String> {
+    for c in every_curve().into_iter().filter(|c| keep(c, x)) {
+        if let Some(bad) = mismatch(&c, x, &run(&c, x, 1)) {
+            return Err(bad);
+        }
+    }
+    Ok(())
+}
+
+/// Rows `a` and `a·scale + shift` as one batch of two through `run`: each row within the
+/// kernel's tolerance on its own (a pivot per row, nothing shared between rows).
+pub fn batch_parity(
+    run: Run,
+    a: &[f32],
+    (shift, scale): (f32, f32),
+    keep: impl Fn(&HlgCurve, &[f32]) -> bool,
+) -> Result<(), String> {
+    let b: Vec<f32> = a.iter().map(|v| v * scale + shift).collect();
+    let n = a.len();
+    let batch = [a, &b[..]].concat();
+    for c in every_curve()
+        .into_iter()
+        .filter(|c| keep(c, a) && keep(c, &b))
+    {
+        let out = run(&c, &batch, 2);
+        for (row, got) in [a, &b[..]].into_iter().zip(out.chunks(n)) {
+            let d = worst(&c, row, got);
+            if d > 1.0 {
+                return Err(format!("{d} of the tolerance for {c:?}"));
+            }
+        }
+    }
+    Ok(())
 }

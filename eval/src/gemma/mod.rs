@@ -239,8 +239,7 @@ impl Gemma {
                     logits = self.step(&[pick], &mut cache)?.remove(0);
                 }
             }
-            out.texts.push(self.vocab.decode(&text));
-            out.push_rows(pi, rows)?;
+            out.push_prompt(pi, self.vocab.decode(&text), rows)?;
             progress(pi + 1);
         }
         Ok(out)

@@ -20,6 +20,15 @@ fn run(c: &HlgCurve, x: &Array) -> Vec<f32> {
         .to_vec()
 }
 
+/// `rows` rows of `x` as an f32 array (`[V]` for one row) through the backend.
+fn run_rows(c: &HlgCurve, x: &[f32], rows: usize) -> Vec<f32> {
+    let shape = match rows {
+        1 => vec![x.len() as i32],
+        _ => vec![rows as i32, (x.len() / rows) as i32],
+    };
+    run(c, &Array::from_slice(x, &shape))
+}
+
 /// A median whose crossing lies within 1e-4 of one half could go either way in f32 (the
 /// backend adds the weights in another order than the kernel): those cases are skipped.
 fn comparable(c: &HlgCurve, x: &[f32]) -> bool {
@@ -31,25 +40,14 @@ proptest! {
 
     #[test]
     fn rank1_matches_kernel(x in common::backend_logits()) {
-        let a = Array::from_slice(&x, &[x.len() as i32]);
-        for c in every_curve().into_iter().filter(|c| comparable(c, &x)) {
-            let got = run(&c, &a);
-            let bad = common::mismatch(&c, &x, &got);
-            prop_assert!(bad.is_none(), "{}", bad.unwrap_or_default());
-        }
+        let r = common::rank1_parity(&run_rows, &x, comparable);
+        prop_assert!(r.is_ok(), "{}", r.unwrap_err());
     }
 
     #[test]
     fn batch_rows_are_independent(a in common::backend_logits(), shift in -50.0f32..50.0, scale in 0.2f32..3.0) {
-        let b: Vec<f32> = a.iter().map(|v| v * scale + shift).collect();
-        let n = a.len();
-        let batch = Array::from_slice(&[a.clone(), b.clone()].concat(), &[2, n as i32]);
-        for c in every_curve().into_iter().filter(|c| comparable(c, &a) && comparable(c, &b)) {
-            let out = run(&c, &batch);
-            prop_assert!(worst(&c, &a, &out[..n]) <= 1.0);
-            let d = worst(&c, &b, &out[n..]);
-            prop_assert!(d <= 1.0, "{} of the tolerance for {:?}", d, c);
-        }
+        let r = common::batch_parity(&run_rows, &a, (shift, scale), comparable);
+        prop_assert!(r.is_ok(), "{}", r.unwrap_err());
     }
 }
 
