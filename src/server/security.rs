@@ -201,7 +201,7 @@ impl Exposure {
     /// field on a route that cannot apply it, and passes the request on with the same
     /// body.
     async fn check_body(&self, req: Request, next: Next, hlg_route: bool) -> Response {
-        let (parts, body) = req.into_parts();
+        let (mut parts, body) = req.into_parts();
         let bytes = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
             Ok(b) => b,
             Err(_) => {
@@ -214,7 +214,6 @@ impl Exposure {
                 )
             }
         };
-        let mut parts = parts;
         if let Ok(v) = serde_json::from_slice::<Value>(&bytes) {
             if !hlg_route && v.get("hlg").is_some() {
                 let msg = format!(
