@@ -4,6 +4,7 @@
 use clap::{Parser, Subcommand};
 
 mod curve;
+mod options;
 mod serve;
 
 #[derive(Parser)]
@@ -20,7 +21,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Run the OpenAI-compatible server (the embedded SmolLM2-135M when no model is named).
-    Serve(Box<mistralrs_hlg::server::ServeOptions>),
+    Serve(Box<options::ServeOptions>),
     /// Fetch the embedded default model into the cache and print its path.
     FetchModel,
     /// Print the curve g₁(z) for each toe shape as a table, or draw it as SVG.

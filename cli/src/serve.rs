@@ -1,8 +1,9 @@
-//! `mistralrs-hlg serve`: the options and config file (`server::ServeOptions`), the model
+//! `mistralrs-hlg serve`: the options and config file (`options::ServeOptions`), the model
 //! and the format its weights are served in, then (in the runtime) the engine, the router
 //! and the listener.
 
-use mistralrs_hlg::server::{self, load::ModelHints, load::ModelSource, ServeOptions};
+use crate::options::ServeOptions;
+use mistralrs_hlg::server::{self, load::ModelHints, load::ModelSource};
 use mistralrs_hlg::weights::{self, Weights};
 
 /// What `serve` runs, decided before any thread starts.

@@ -27,9 +27,6 @@ pub enum ServerError {
     /// A server option with a value it does not accept (names the flag).
     #[error(transparent)]
     Option(#[from] OptionError),
-    /// The config file could not be read, parsed, or holds an unknown key.
-    #[error(transparent)]
-    ConfigFile(#[from] ConfigFileError),
     /// `--model-id` names no GGUF file this server can load.
     #[error("{path}: {problem}")]
     Model {
@@ -126,39 +123,5 @@ pub enum OptionError {
         flag: String,
         /// Its port.
         port: u16,
-    },
-}
-
-/// A config file that could not be used; the message names the file or the key.
-///
-/// ```
-/// use mistralrs_hlg::server::{ConfigFileError, ServeOptions};
-/// assert!(matches!(ServeOptions::from_toml("port = 70000"), Err(ConfigFileError::Toml(_))));
-/// assert!(matches!(ServeOptions::from_toml("prot = 1"), Err(ConfigFileError::UnknownKey(k)) if k == "prot"));
-/// ```
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ConfigFileError {
-    /// The file could not be read.
-    #[error("reading {path}: {source}")]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// The error.
-        source: std::io::Error,
-    },
-    /// A key that is not one of the long flags.
-    #[error("unknown key `{0}`")]
-    UnknownKey(String),
-    /// Not TOML, or a value of the wrong type (`port = 70000`).
-    #[error("{0}")]
-    Toml(#[from] toml::de::Error),
-    /// One of the above, in the named file.
-    #[error("in {path}: {error}")]
-    In {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong in it.
-        error: Box<ConfigFileError>,
     },
 }

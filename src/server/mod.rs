@@ -38,12 +38,12 @@ pub mod served_name;
 mod state;
 
 pub use engine::{Batching, Choices, Concurrency, Gate};
-pub use error::{ConfigFileError, OptionError, ServerError, UpstreamError};
+pub use error::{OptionError, ServerError, UpstreamError};
 pub use load::ModelHints;
 /// Upstream's logging set-up, as `mistralrs serve` makes it: info by default, debug with
 /// `MISTRALRS_DEBUG=1` (the engine's own debug output too), `RUST_LOG` directives on top.
 pub use mistralrs_core::initialize_logging;
-pub use options::{CurveTable, HlgFlags, HlgServerOptions, ServeOptions, ShapeCurves};
+pub use options::{CurveTable, HlgFlags, HlgServerOptions, ShapeCurves};
 pub use router::{serve, RouterBuilder};
 pub use state::{curve_for_request, MAX_CHOICES, MAX_TOKENS};
 

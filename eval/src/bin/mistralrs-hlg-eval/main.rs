@@ -354,6 +354,25 @@ pub struct ModelChoice {
     gemma: bool,
 }
 
+/// Whether a run loads the other model to judge its samples.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Judging {
+    /// Only the sampled model.
+    Off,
+    /// The other model too: Gemma judges the embedded model's samples and back.
+    ByTheOther,
+}
+
+impl Judging {
+    /// From the `--judge` flag.
+    fn of(judge: bool) -> Judging {
+        match judge {
+            true => Judging::ByTheOther,
+            false => Judging::Off,
+        }
+    }
+}
+
 /// The models of a run: the one sampled from and, with a judge, the other one.
 struct Models {
     engine: Option<mistralrs::Model>,
@@ -364,7 +383,8 @@ struct Models {
 }
 
 impl Models {
-    async fn load(choice: &ModelChoice, judge: bool) -> anyhow::Result<Models> {
+    async fn load(choice: &ModelChoice, judging: Judging) -> anyhow::Result<Models> {
+        let judge = judging == Judging::ByTheOther;
         let engine = if !choice.gemma || judge {
             let path = if choice.gemma {
                 None
@@ -536,7 +556,7 @@ fn capture(args: CaptureArgs) -> anyhow::Result<()> {
     };
     let prompts = prompts::OPEN_ENDED;
     let c = tokio::runtime::Runtime::new()?.block_on(async {
-        let m = Models::load(&model, false).await?;
+        let m = Models::load(&model, Judging::Off).await?;
         let bar = progress(prompts.len(), "capture");
         let at = |i: usize| bar.set_position(i as u64);
         let c = match m.sampled()? {
@@ -827,7 +847,7 @@ fn confirm(args: ConfirmArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     tokio::runtime::Runtime::new()?.block_on(async {
-        let m = Models::load(&model, judge).await?;
+        let m = Models::load(&model, Judging::of(judge)).await?;
         let (batch, judge_batch) = (m.batch(batch).await?, m.judge_batch().await);
         let bar = progress(left, "confirm");
         // Prompt by prompt over every method: stopped early, every method has the same
@@ -1217,7 +1237,7 @@ fn guardrail(args: GuardrailArgs) -> anyhow::Result<()> {
             model: online.model.clone(),
             gemma,
         };
-        let m = Models::load(&choice, false).await?;
+        let m = Models::load(&choice, Judging::Off).await?;
         let batch = m.batch(batch).await?;
         let bar = progress((1 + (samplers.len() - 1) * samples) * n, "guardrail");
         let plan = guardrail::Plan {
@@ -1423,7 +1443,7 @@ fn gold(args: GoldArgs) -> anyhow::Result<()> {
     check_levels(&levels)?;
     let (_, plans) = confirm_plans(&out.out, &levels, (per_family, hlg), &[1.0])?;
     let forced = tokio::runtime::Runtime::new()?.block_on(async {
-        let m = Models::load(&model, false).await?;
+        let m = Models::load(&model, Judging::Off).await?;
         anyhow::Ok(gold::force_all(m.sampled()?, guardrail::TASKS).await?)
     })?;
     let mut md = vec![format!(
