@@ -216,9 +216,10 @@ fn single_gguf(dir: &Path) -> Result<String, ServerError> {
 /// How the engine is built around the model.
 ///
 /// ```
-/// use mistralrs_hlg::server::load::EngineOptions;
+/// use mistralrs_hlg::server::load::{EngineOptions, CPU_PREFIX_CACHE_N};
 /// let cpu = EngineOptions { cpu: true, ..Default::default() };
-/// assert_eq!((cpu.on_cpu(), cpu.prefix_cache()), (true, 0));
+/// let bounded = mistralrs_hlg::server::load::engine_bounds_cpu_prefix_cache();
+/// assert_eq!((cpu.on_cpu(), cpu.prefix_cache()), (true, if bounded { CPU_PREFIX_CACHE_N } else { 0 }));
 /// ```
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct EngineOptions {
@@ -229,9 +230,11 @@ pub struct EngineOptions {
     pub seed: Option<u64>,
     /// Sequences whose KV cache the engine keeps for prefix reuse (upstream's
     /// `--prefix-cache-n`; 0 turns prefix caching off). Unset: upstream's 16 on an
-    /// accelerator and 0 on the CPU, because mistral.rs 0.8.1 evicts only caches held on
-    /// an accelerator: on the CPU every finished request's KV cache stays, and memory grows
-    /// with every request (docs/NOTES.md, "The prefix cache on the CPU").
+    /// accelerator. On the CPU, [`CPU_PREFIX_CACHE_N`] where the engine bounds the caches
+    /// it keeps there ([`engine_bounds_cpu_prefix_cache`]: `scripts/serve`'s engine), and
+    /// 0 on the registry's mistral.rs, which evicts only caches held on an accelerator: on
+    /// the CPU every finished request's KV cache would stay, and memory would grow with
+    /// every request (docs/NOTES.md, "Prefix reuse on the CPU").
     pub prefix_cache_n: Option<usize>,
     /// In-situ quantization of a plain model's weights at load (upstream's `--isq`:
     /// `q4k`, `q8_0`, `8`, …), parsed by the host.
@@ -246,6 +249,52 @@ pub struct EngineOptions {
 /// assert_eq!(o.prefix_cache(), 16, "asked for: kept on the CPU too");
 /// ```
 pub const UPSTREAM_PREFIX_CACHE_N: usize = 16;
+
+/// The prefix caches a CPU engine keeps by default where it bounds them: the KV caches of
+/// the four newest finished sequences (the oldest evicted first), so up to four
+/// conversations at once continue without recomputing their history. Each holds its
+/// sequence's keys and values, allocated in blocks of 512 positions: on the embedded
+/// model (30 layers, 3 KV heads of 64, f16) 11.8 MB per block.
+pub const CPU_PREFIX_CACHE_N: usize = 4;
+
+/// The `patches/mistralrs-core-<version>` series this build's engine carries, its file
+/// names joined by commas: set when the crate is compiled, by `scripts/serve`,
+/// `scripts/test-patched-engine` and `scripts/host-workspace --patched-core` (cargo's
+/// `--config env.MISTRALRS_HLG_CORE_PATCHES`, beside the patched crate itself). `None` on
+/// the registry's engine, which a deployment's own build and `cargo run` link.
+pub const CORE_PATCHES: Option<&str> = option_env!("MISTRALRS_HLG_CORE_PATCHES");
+
+/// Whether this build's engine serves a prefix cache on the CPU right and in bounded
+/// memory: its core carries the series' patches for both ([`CORE_PATCHES`]). The bound:
+/// `prefix-cache-bounded-on-the-cpu` (the host evicts only caches off the CPU). On 0.8.1
+/// also `prefix-cache-matches-only-positions-it-holds` (its matching hands the next
+/// turn a KV row never computed; mistral.rs 0.9 has the fix).
+pub fn engine_bounds_cpu_prefix_cache() -> bool {
+    bounds_cpu_prefix_cache(CORE_PATCHES)
+}
+
+/// The patches (file names after the number) a CPU prefix cache needs on this host.
+const CPU_PREFIX_CACHE_PATCHES: &[&str] = if cfg!(mistralrs_host = "0.9") {
+    &["prefix-cache-bounded-on-the-cpu.patch"]
+} else {
+    &[
+        "prefix-cache-bounded-on-the-cpu.patch",
+        "prefix-cache-matches-only-positions-it-holds.patch",
+    ]
+};
+
+fn bounds_cpu_prefix_cache(series: Option<&str>) -> bool {
+    let Some(series) = series else {
+        return false;
+    };
+    let carried: Vec<&str> = series
+        .split(',')
+        .filter_map(|p| p.trim().split_once('-').map(|(_, name)| name))
+        .collect();
+    CPU_PREFIX_CACHE_PATCHES
+        .iter()
+        .all(|needed| carried.contains(needed))
+}
 
 impl EngineOptions {
     /// Whether the engine will run on the CPU: forced, or no accelerator compiled in and
@@ -269,11 +318,17 @@ impl EngineOptions {
     /// assert_eq!(o.prefix_cache(), 4);
     /// ```
     pub fn prefix_cache(&self) -> usize {
-        self.prefix_cache_n.unwrap_or(if self.on_cpu() {
-            0
-        } else {
-            UPSTREAM_PREFIX_CACHE_N
-        })
+        default_prefix_cache(self.prefix_cache_n, self.on_cpu(), CORE_PATCHES)
+    }
+}
+
+/// `--prefix-cache-n` as given, else the default for the device and the engine's series.
+fn default_prefix_cache(given: Option<usize>, on_cpu: bool, series: Option<&str>) -> usize {
+    match (given, on_cpu) {
+        (Some(n), _) => n,
+        (None, false) => UPSTREAM_PREFIX_CACHE_N,
+        (None, true) if bounds_cpu_prefix_cache(series) => CPU_PREFIX_CACHE_N,
+        (None, true) => 0,
     }
 }
 
@@ -326,7 +381,15 @@ pub async fn load_with(
     };
     cpu_can_run(source, on_cpu)?;
     let prefix_cache_n = options.prefix_cache();
-    tracing::info!(on_cpu, prefix_cache_n, "engine options");
+    tracing::info!(
+        on_cpu,
+        prefix_cache_n,
+        core_patches = CORE_PATCHES.unwrap_or("none"),
+        "engine options"
+    );
+    if on_cpu && prefix_cache_n > 0 && !engine_bounds_cpu_prefix_cache() {
+        tracing::warn!(prefix_cache_n, "--prefix-cache-n on the CPU with the registry's mistral.rs: it never evicts a prefix cache kept on the CPU, so memory grows with every request (scripts/serve builds the engine that bounds them)");
+    }
     let (selected, local) = match source {
         ModelSource::Local { dir, file } => (
             super::host_version::gguf(dir.to_string_lossy().into_owned(), file.clone()),
@@ -385,6 +448,56 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_cpu_default_follows_the_engines_eviction() {
+        let series = "0001-cpu-decode-attention-scratch-per-batch-row.patch,0003-prefix-cache-bounded-on-the-cpu.patch,0004-prefix-cache-matches-only-positions-it-holds.patch";
+        assert!(bounds_cpu_prefix_cache(Some(series)));
+        // The bound alone is enough only where the host matches right (0.9).
+        let bound_only = "0002-prefix-cache-bounded-on-the-cpu.patch";
+        assert_eq!(
+            bounds_cpu_prefix_cache(Some(bound_only)),
+            cfg!(mistralrs_host = "0.9")
+        );
+        assert!(!bounds_cpu_prefix_cache(Some(
+            "0001-cpu-decode-attention-scratch-per-batch-row.patch"
+        )));
+        assert!(!bounds_cpu_prefix_cache(None));
+        // The repository's own series qualify on their host.
+        let own = |v: &str| -> String {
+            let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("patches")
+                .join(format!("mistralrs-core-{v}"));
+            let mut names: Vec<String> = std::fs::read_dir(dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            names.sort();
+            names.join(",")
+        };
+        let host = if cfg!(mistralrs_host = "0.9") {
+            "0.9.2"
+        } else {
+            "0.8.1"
+        };
+        assert!(bounds_cpu_prefix_cache(Some(&own(host))), "{}", own(host));
+        assert_eq!(
+            default_prefix_cache(None, true, Some(series)),
+            CPU_PREFIX_CACHE_N
+        );
+        assert_eq!(default_prefix_cache(None, true, None), 0);
+        assert_eq!(default_prefix_cache(Some(0), true, Some(series)), 0);
+        assert_eq!(default_prefix_cache(Some(9), true, None), 9);
+        assert_eq!(
+            default_prefix_cache(None, false, None),
+            UPSTREAM_PREFIX_CACHE_N
+        );
+        // This build's own series, as the scripts set it.
+        assert_eq!(
+            engine_bounds_cpu_prefix_cache(),
+            CORE_PATCHES.is_some_and(|s| s.contains("prefix-cache-bounded-on-the-cpu"))
+        );
+    }
+
+    #[test]
     fn the_cpu_engine_gets_no_prefix_cache_unless_asked() {
         let cpu = EngineOptions {
             cpu: true,
@@ -393,8 +506,12 @@ mod tests {
         assert!(cpu.on_cpu());
         assert_eq!(
             cpu.prefix_cache(),
-            0,
-            "mistral.rs 0.8.1 never evicts CPU prefix caches"
+            if engine_bounds_cpu_prefix_cache() {
+                CPU_PREFIX_CACHE_N
+            } else {
+                0
+            },
+            "the registry's mistral.rs never evicts CPU prefix caches"
         );
         assert_eq!(
             EngineOptions {
@@ -414,7 +531,7 @@ mod tests {
             if accelerator {
                 UPSTREAM_PREFIX_CACHE_N
             } else {
-                0
+                cpu.prefix_cache()
             }
         );
     }
