@@ -6,18 +6,17 @@
 //! - every turn of a conversation answers as on an engine without the prefix cache,
 //!   greedy and sampled with HLG (the engine's sampling generator starts from the same
 //!   seed in each fresh engine, so the same requests in the same order draw the same);
-//! - a later turn's prompt costs a fraction of the whole history's;
-//! - resident memory stays bounded over many distinct conversations (without the bound it
-//!   grows by a cache per finished request).
-
-use std::time::Instant;
+//! - a later turn's prompt costs a fraction of the whole history's.
+//!
+//! Memory over many conversations, with the registry's engine as the control:
+//! cli/tests/serve_memory.rs.
 
 use axum::Router;
 use mistralrs_hlg::server::load::{
     engine_bounds_cpu_prefix_cache, EngineOptions, CPU_PREFIX_CACHE_N,
 };
 use mistralrs_hlg::HlgConfig;
-use mistralrs_hlg_integration_tests::{engine_with, plugin, post_ok, rss_kib, texts};
+use mistralrs_hlg_integration_tests::{engine_with, plugin, post_ok, texts};
 use serde_json::{json, Value};
 
 /// One turn's reply, its tokens with their log-probabilities, and the engine's prompt
@@ -203,39 +202,4 @@ async fn turns_answer_as_without_the_cache_and_reuse_the_history() {
         assert!(agreed > 0, "HLG, turn {}: the first draw differs", i + 1);
         assert!(delta <= LOGPROB_BOUND, "HLG, turn {}: {delta}", i + 1);
     }
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn memory_stays_bounded_over_many_conversations() {
-    if skip_on_the_registrys_engine("memory_stays_bounded") {
-        return;
-    }
-    let r = router(None).await;
-    let greedy = json!({"temperature": 0.0});
-    let conversations = 40;
-    let mut rss = vec![];
-    let start = Instant::now();
-    for c in 0..conversations {
-        converse(&r, &users(100 + c, 1), None, &greedy).await;
-        rss.push(rss_kib());
-    }
-    // Each finished request keeps a cache of at least one 512-position block (11.8 MB on
-    // this model at f16): kept without a bound, 40 distinct requests would add ~470 MB,
-    // ~400 MB of it after the first six. Bounded, the growth once the cache is full is the
-    // allocator's.
-    let warm = *rss[..CPU_PREFIX_CACHE_N + 2].iter().max().unwrap();
-    let last = *rss.last().unwrap();
-    eprintln!(
-        "RSS {} MiB after {} conversations, {} MiB after {conversations} ({:.0} s)",
-        warm / 1024,
-        CPU_PREFIX_CACHE_N + 2,
-        last / 1024,
-        start.elapsed().as_secs_f64()
-    );
-    assert!(
-        last < warm + 100 * 1024,
-        "RSS grew from {} to {} MiB over {conversations} conversations: {rss:?}",
-        warm / 1024,
-        last / 1024
-    );
 }
