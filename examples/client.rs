@@ -1,4 +1,4 @@
-//! Client requests to `mistralrs-hlg serve` (start it first: `cargo run --release -- serve`).
+//! Client requests to `mistralrs-hlg serve` (start it first: `scripts/serve`).
 //!
 //! `cargo run --release --example client [http://127.0.0.1:1234]`. A chat completion with
 //! `hlg`, the same streamed (server-sent events read as they arrive), and a Responses call.
