@@ -14,7 +14,7 @@
 //! | [`log1p`] | `0 ≤ v < 1/8` | 0.65 ulp (3 asserted) |
 //! | [`log1p`] | `1/8 ≤ v < 2^64` | 2 ulp + 1.4e-7 absolute (2 ulp + 2e-7 asserted) |
 //! | [`log1p_toe`] | `0 ≤ v ≤ 2^126` | 1.89 ulp (2 asserted) |
-//! | [`exp_neg`] | `−87 ≤ t ≤ 0` | 0.98 ulp (degree-6 minimax); 0 below −87.3 |
+//! | [`exp_neg`] | `−87 ≤ t ≤ 0` | 2.3 ulp (degree-5 minimax); 0 below −87.3 |
 //! | [`exp2m1_pos`] | `0 ≤ u < 128` | 1.42 ulp (FMA), 1.70 ulp (SSE2); `+inf` from 128 |
 //!
 //! `log1p` (the shoulder's), `log1p_toe` (the log toe's) and `exp2m1_pos` (the exp toe's)
@@ -218,16 +218,13 @@ pub(crate) fn log1p_toe<M: Madd>(v: f32) -> f32 {
     M::madd(f2, M::madd(hi, f4, lo), M::madd(kf, LN2_LO, f)) + kf * LN2_HI
 }
 
-/// `(exp(r) − 1 − r)/r²` on `|r| ≤ ln2/2`, degree 4, fitted for the least maximum
-/// relative error of `exp` (3.1e-9); [`exp_neg`] needs no monotonicity (it only weighs the
-/// pivots), so a minimax fit replaces a longer Taylor series like [`exp2m1_pos`]'s.
-const EXP_Q: [f32; 5] = [
-    0.499_999_94,
-    0.166_665_21,
-    0.041_668_39,
-    0.008_368_708,
-    0.001_381_459_3,
-];
+/// `(exp(r) − 1 − r)/r²` on `|r| ≤ ln2/2`, degree 3, fitted (Lawson's reweighted least
+/// squares) for the least maximum relative error of `exp` (1.05e-7; 2.3 ulp evaluated in
+/// f32). [`exp_neg`] only weighs the pivots' sums, whose f32 block sums round at 6e-8
+/// anyway: a degree-4 fit (3.1e-9) cost two more operations per vector in the pass that
+/// auto mode adds to the `top` pivot. It needs no monotonicity, so a minimax fit replaces
+/// a longer Taylor series like [`exp2m1_pos`]'s.
+const EXP_Q: [f32; 4] = [0.499_992_28, 0.166_671_16, 0.041_890_55, 0.008_312_478];
 
 /// `exp(t)` for `t ≤ 0`; exactly 0 for `t < −87.3` (and for `t = −inf`).
 #[inline(always)]
@@ -238,15 +235,11 @@ pub(crate) fn exp_neg<M: Madd>(t: f32) -> f32 {
     let km = M::madd(tc, LOG2_E, ROUND_MAGIC);
     let kf = km - ROUND_MAGIC;
     let r = M::madd(-kf, LN2_LO, M::madd(-kf, LN2_HI, tc));
-    let (r2, r4) = (r * r, (r * r) * (r * r));
+    let r2 = r * r;
     let q = M::madd(
-        EXP_Q[4],
-        r4,
-        M::madd(
-            M::madd(EXP_Q[3], r, EXP_Q[2]),
-            r2,
-            M::madd(EXP_Q[1], r, EXP_Q[0]),
-        ),
+        M::madd(EXP_Q[3], r, EXP_Q[2]),
+        r2,
+        M::madd(EXP_Q[1], r, EXP_Q[0]),
     );
     let p = 1.0 + M::madd(r2, q, r);
     // p·2^k by adding k to p's exponent: `km`'s bits shifted by 23 are k·2^23 (the magic
@@ -643,7 +636,7 @@ mod tests {
                 worst = worst.max(ulps((f.exp_neg)(-t), (-t as f64).exp()))
             });
             println!("exp_neg ({}): max error {worst:.3} ulp", f.name);
-            assert!(worst <= 2.0, "exp_neg {worst} ulp");
+            assert!(worst <= 2.5, "exp_neg {worst} ulp");
             let mut worst = 0f64;
             walk(0.0, 127.99, stride() * 17, |u| {
                 worst = worst.max(ulps(

@@ -362,7 +362,7 @@ impl HlgCurve {
     /// ```
     pub fn spread_of(logits: &[f32]) -> Option<f32> {
         let m = kernel::pivot::finite_max(logits)?;
-        Some(kernel::pivot::moments(logits, m).spread())
+        Some(kernel::pivot::moments(logits, m).spread(logits.len()))
     }
     /// The shoulder in nats, `None` when off.
     ///
@@ -450,20 +450,13 @@ impl HlgCurve {
     }
 
     /// The pivot `c` and the half-width `w` (nats) for a vector whose finite max is `m`:
-    /// one pass of weighted sums serves both the entropy pivot and σ. σ takes the exact
-    /// weights (σ = 0 exactly where it should be); the entropy pivot alone keeps the
-    /// clamped, cheaper ones.
+    /// one pass of weighted sums serves both the entropy pivot and σ.
     fn knees_of(&self, logits: &[f32], m: f32) -> (f32, f32) {
-        let moments = if self.is_auto() {
-            Some(kernel::pivot::moments(logits, m))
-        } else if self.p.pivot == Pivot::Entropy {
-            Some(kernel::pivot::moments_clamped(logits, m))
-        } else {
-            None
-        };
+        let moments = (self.is_auto() || self.p.pivot == Pivot::Entropy)
+            .then(|| kernel::pivot::moments(logits, m));
         let sigma = moments
             .filter(|_| self.is_auto())
-            .map_or(0.0, |mo| mo.spread());
+            .map_or(0.0, |mo| mo.spread(logits.len()));
         let w = self.p.width.map_or(f32::INFINITY, |w| w.at(sigma));
         let c = match self.p.pivot {
             Pivot::Top => m - self.p.pivot_offset.at(sigma),

@@ -119,13 +119,9 @@ pub(crate) unsafe fn exp_neg_in_range(t: Vn) -> Vn {
     let s = splat;
     let r2: Vn = each!(|i| _mm256_mul_ps(r[i], r[i]));
     let q: Vn = each!(|i| fma(
-        s(EXP_Q[4]),
-        _mm256_mul_ps(r2[i], r2[i]),
-        fma(
-            fma(s(EXP_Q[3]), r[i], s(EXP_Q[2])),
-            r2[i],
-            fma(s(EXP_Q[1]), r[i], s(EXP_Q[0]))
-        ),
+        fma(s(EXP_Q[3]), r[i], s(EXP_Q[2])),
+        r2[i],
+        fma(s(EXP_Q[1]), r[i], s(EXP_Q[0]))
     ));
     let p: Vn = each!(|i| _mm256_add_ps(s(1.0), fma(r2[i], q[i], r[i])));
     // p·2^k through the exponent bits, as the scalar code.

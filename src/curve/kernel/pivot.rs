@@ -1,7 +1,7 @@
 //! The pivot's passes: the finite max, the entropy pivot's weighted sums, and the mass
 //! median (a profile pass, then a weighted selection over the few candidates).
 
-use super::LANES;
+use super::{LANES, WAYS};
 use crate::fastmath::{self, Madd, Plain};
 
 #[cfg(target_arch = "x86_64")]
@@ -106,12 +106,21 @@ impl Moments {
     }
 
     /// σ, the standard deviation of the logits (equally, of the log-probabilities) under
-    /// the distribution itself; 0 for one finite entry or equal ones, never NaN.
-    pub(crate) fn spread(&self) -> f32 {
+    /// the distribution itself, from the sums over a vector of `len` entries; 0 for one finite entry
+    /// or equal ones, never NaN.
+    ///
+    /// The fast path's clamped weights leave far and masked entries 1.2e-38 each, which
+    /// adds up to [`CLAMPED_VARIANCE`] per entry (relative to `Σe ≥ 1`) to σ² where the
+    /// exact σ is 0: a variance at or below that resolution reads as 0, so σ = 0 (and the
+    /// identity curve it gives) is exact on either path. Above it, a spread of at least
+    /// ~1e-14 nats at V = 262,144, the two agree to rounding.
+    pub(crate) fn spread(&self, len: usize) -> f32 {
         let mean = self.et / self.e;
         let var = self.ett / self.e - mean * mean;
         // Rounding can leave a tiny negative variance; a NaN (no finite entry) is 0 too.
-        if var > 0.0 {
+        // The fast path also weighs the NaN padding of its last group of vectors.
+        let weighed = len.next_multiple_of(WAYS * LANES);
+        if var > CLAMPED_VARIANCE * weighed as f64 / self.e {
             var.sqrt() as f32
         } else {
             0.0
@@ -119,16 +128,16 @@ impl Moments {
     }
 }
 
-dispatch! {
-    /// [`Moments`] over the finite entries, non-finite and far (below −87.3) ones weighing
-    /// exactly nothing; blocks of f32 lanes summed into f64.
-    fn moments(x: &[f32], m: f32) -> Moments = avx2::moments | moments_body;
-}
+/// What a clamped weight (`exp(−87.3) ≈ 1.2e-38`, at `t = −87.3`) can add to `Σe·t²`:
+/// `1.2e-38 · 87.3² ≈ 9.2e-35`, rounded up.
+pub(crate) const CLAMPED_VARIANCE: f64 = 1e-34;
 
 dispatch! {
-    /// [`moments`], where the fast path may give far and masked entries a weight of
-    /// 1.2e-38 (three operations fewer per vector): for the entropy pivot alone.
-    fn moments_clamped(x: &[f32], m: f32) -> Moments = avx2::moments_clamped | moments_body;
+    /// [`Moments`] over the finite entries, non-finite and far (below −87.3) ones weighing
+    /// nothing; blocks of f32 lanes summed into f64. The fast path gives far and masked
+    /// entries a weight of 1.2e-38 instead (three operations fewer per vector):
+    /// [`Moments::spread`] reads what that adds to σ as 0.
+    fn moments(x: &[f32], m: f32) -> Moments = avx2::moments | moments_body;
 }
 
 #[inline(always)]

@@ -49,13 +49,43 @@ unsafe fn weight<const EXACT: bool>(xv: Vn, m: __m256, bad: &mut __m256) -> (Vn,
     }
 }
 
-/// Eight entries from `x` at `i`, padded with NaN past its end: NaN has no weight, and no
-/// floor keeps it (−inf would pass a floor of −inf).
+/// Walks `x` a group of `WAYS` vectors at a time: `step` on each group, `end` after each
+/// block of [`BLOCK`] entries (the caller flushes its f32 sums into f64 there), both on
+/// the caller's `state`. The
+/// last, short group is padded with NaN, which has no weight and which no floor keeps
+/// (−inf would pass a floor of −inf), and it is built after the loop: a padding copy inside
+/// the loop (a call to `memcpy`) made LLVM keep the loop's sums on the stack across every
+/// iteration, through stores and reloads that took a third of the pass (perf annotate).
+#[inline(always)]
+unsafe fn walk<S>(x: &[f32], state: &mut S, step: impl Fn(&mut S, Vn), end: impl Fn(&mut S)) {
+    const GROUP: usize = WAYS * LANES;
+    const _: () = assert!(BLOCK.is_multiple_of(GROUP));
+    let (body, tail) = x.split_at(x.len() - x.len() % GROUP);
+    for block in body.chunks(BLOCK) {
+        for g in block.chunks_exact(GROUP) {
+            // SAFETY: `g` holds GROUP entries.
+            step(state, each!(|j| _mm256_loadu_ps(g.as_ptr().add(j * LANES))));
+        }
+        end(state);
+    }
+    if !tail.is_empty() {
+        let mut pad = [f32::NAN; GROUP];
+        for (p, &v) in pad.iter_mut().zip(tail) {
+            *p = v;
+        }
+        step(
+            state,
+            each!(|j| _mm256_loadu_ps(pad.as_ptr().add(j * LANES))),
+        );
+        end(state);
+    }
+}
+
+/// Eight entries from `x` at `i`, padded with NaN past its end (see [`walk`]); for the
+/// last vector only, outside any loop.
 #[inline(always)]
 unsafe fn load_padded(x: &[f32], i: usize) -> __m256 {
-    if i >= x.len() {
-        splat(f32::NAN)
-    } else if i + LANES <= x.len() {
+    if i + LANES <= x.len() {
         // SAFETY: in bounds, checked just above.
         _mm256_loadu_ps(x.as_ptr().add(i))
     } else {
@@ -82,54 +112,52 @@ unsafe fn hsum(v: __m256d) -> f64 {
 
 /// `Σ e`, `Σ e·t` and `Σ e·t²` over the finite entries, `e = exp(t)`, `t = x − m`, with
 /// the clamped weights where they serve: far and masked entries weigh 1.2e-38 each, which
-/// moves the entropy pivot by nothing and σ by about 1e-17 nats.
+/// moves the entropy pivot by nothing and σ² by at most [`super::CLAMPED_VARIANCE`] per
+/// entry (read as 0 by [`Moments::spread`](super::Moments::spread)). A `+inf` entry,
+/// which the clamped weights cannot take, sends the pass round again with the exact ones.
 #[target_feature(enable = "avx2,fma")]
-pub(super) unsafe fn moments_clamped(x: &[f32], m: f32) -> Moments {
+pub(super) unsafe fn moments(x: &[f32], m: f32) -> Moments {
     match moments_with::<false>(x, m) {
         Some(sums) => sums,
         None => moments_with::<true>(x, m).expect("the exact weights flag nothing"),
     }
 }
 
-/// [`moments_clamped`] with the exact weights: far and masked entries weigh nothing, so
-/// σ is exactly 0 for one finite entry or equal ones (the auto mode's identity case).
-#[target_feature(enable = "avx2,fma")]
-pub(super) unsafe fn moments(x: &[f32], m: f32) -> Moments {
-    moments_with::<true>(x, m).expect("the exact weights flag nothing")
-}
-
 /// [`moments`] with the weights of `weight::<EXACT>`; `None` if they flag an entry.
 #[inline(always)]
 unsafe fn moments_with<const EXACT: bool>(x: &[f32], m: f32) -> Option<Moments> {
     let mv = splat(m);
-    let mut bad = _mm256_setzero_ps();
-    let (mut se, mut set, mut sett) = (
-        _mm256_setzero_pd(),
-        _mm256_setzero_pd(),
-        _mm256_setzero_pd(),
+    // The flag, then per block Σe, Σe·t, Σe·t² in f32 lanes, and over the vector the same
+    // in f64.
+    let mut st = (
+        _mm256_setzero_ps(),
+        [_mm256_setzero_ps(); 3],
+        [_mm256_setzero_pd(); 3],
     );
-    for block in x.chunks(BLOCK) {
-        let (mut ae, mut aet, mut aett) = (
-            _mm256_setzero_ps(),
-            _mm256_setzero_ps(),
-            _mm256_setzero_ps(),
-        );
-        for i in (0..block.len()).step_by(WAYS * LANES) {
-            let (e, t) =
-                weight::<EXACT>(each!(|j| load_padded(block, i + j * LANES)), mv, &mut bad);
-            ae = _mm256_add_ps(ae, _mm256_add_ps(e[0], e[1]));
-            aet = _mm256_fmadd_ps(e[1], t[1], _mm256_fmadd_ps(e[0], t[0], aet));
+    walk(
+        x,
+        &mut st,
+        |(bad, b, _), xv| {
+            let (e, t) = weight::<EXACT>(xv, mv, bad);
+            b[0] = _mm256_add_ps(b[0], _mm256_add_ps(e[0], e[1]));
+            // One add per sum on the chain through the loop (two FMAs would be two).
             let et: Vn = each!(|j| _mm256_mul_ps(e[j], t[j]));
-            aett = _mm256_fmadd_ps(et[1], t[1], _mm256_fmadd_ps(et[0], t[0], aett));
-        }
-        se = widen_add(se, ae);
-        set = widen_add(set, aet);
-        sett = widen_add(sett, aett);
-    }
+            b[1] = _mm256_add_ps(b[1], _mm256_add_ps(et[0], et[1]));
+            let ett = _mm256_fmadd_ps(et[1], t[1], _mm256_mul_ps(et[0], t[0]));
+            b[2] = _mm256_add_ps(b[2], ett);
+        },
+        |(_, b, sums)| {
+            for (s, b) in sums.iter_mut().zip(b) {
+                *s = widen_add(*s, *b);
+                *b = _mm256_setzero_ps();
+            }
+        },
+    );
+    let (bad, _, sums) = st;
     (_mm256_movemask_ps(bad) == 0).then(|| Moments {
-        e: hsum(se),
-        et: hsum(set),
-        ett: hsum(sett),
+        e: hsum(sums[0]),
+        et: hsum(sums[1]),
+        ett: hsum(sums[2]),
     })
 }
 
@@ -147,28 +175,35 @@ pub(super) unsafe fn mass_profile(x: &[f32], m: f32) -> (f64, [f64; DEPTHS]) {
 unsafe fn mass_profile_with<const EXACT: bool>(x: &[f32], m: f32) -> Option<(f64, [f64; DEPTHS])> {
     let mv = splat(m);
     let thresholds = MEDIAN_DEPTHS.map(|d| splat(-d));
-    let mut bad = _mm256_setzero_ps();
-    let mut total = _mm256_setzero_pd();
-    let mut within = [_mm256_setzero_pd(); DEPTHS];
-    for block in x.chunks(BLOCK) {
-        let mut bt = _mm256_setzero_ps();
-        let mut bw = [_mm256_setzero_ps(); DEPTHS];
-        for i in (0..block.len()).step_by(WAYS * LANES) {
-            let (e, t) =
-                weight::<EXACT>(each!(|j| load_padded(block, i + j * LANES)), mv, &mut bad);
-            bt = _mm256_add_ps(bt, _mm256_add_ps(e[0], e[1]));
-            for (w, th) in bw.iter_mut().zip(&thresholds) {
-                let a = _mm256_and_ps(e[0], _mm256_cmp_ps::<_CMP_GE_OQ>(t[0], *th));
-                let b = _mm256_and_ps(e[1], _mm256_cmp_ps::<_CMP_GE_OQ>(t[1], *th));
-                *w = _mm256_add_ps(*w, _mm256_add_ps(a, b));
+    // The flag, then per block the total and the masses within each depth in f32 lanes,
+    // and over the vector the same in f64.
+    let mut st = (
+        _mm256_setzero_ps(),
+        [_mm256_setzero_ps(); 1 + DEPTHS],
+        [_mm256_setzero_pd(); 1 + DEPTHS],
+    );
+    walk(
+        x,
+        &mut st,
+        |(bad, b, _), xv| {
+            let (e, t) = weight::<EXACT>(xv, mv, bad);
+            b[0] = _mm256_add_ps(b[0], _mm256_add_ps(e[0], e[1]));
+            for (w, th) in b[1..].iter_mut().zip(&thresholds) {
+                let lo = _mm256_and_ps(e[0], _mm256_cmp_ps::<_CMP_GE_OQ>(t[0], *th));
+                let hi = _mm256_and_ps(e[1], _mm256_cmp_ps::<_CMP_GE_OQ>(t[1], *th));
+                *w = _mm256_add_ps(*w, _mm256_add_ps(lo, hi));
             }
-        }
-        total = widen_add(total, bt);
-        for (w, b) in within.iter_mut().zip(bw) {
-            *w = widen_add(*w, b);
-        }
-    }
-    (_mm256_movemask_ps(bad) == 0).then(|| (hsum(total), within.map(|w| hsum(w))))
+        },
+        |(_, b, sums)| {
+            for (s, b) in sums.iter_mut().zip(b) {
+                *s = widen_add(*s, *b);
+                *b = _mm256_setzero_ps();
+            }
+        },
+    );
+    let (bad, _, sums) = st;
+    (_mm256_movemask_ps(bad) == 0)
+        .then(|| (hsum(sums[0]), std::array::from_fn(|d| hsum(sums[1 + d]))))
 }
 
 /// For each mask of eight lanes, the indices of its set lanes in order (then zeros).
@@ -223,8 +258,13 @@ pub(super) unsafe fn compact(x: &[f32], floor: f32) -> Vec<f32> {
     let mut out: Vec<f32> = Vec::with_capacity(x.len() + LANES);
     let dst = out.as_mut_ptr();
     let mut n = 0;
-    for i in (0..x.len()).step_by(LANES) {
-        n = keep(load_padded(x, i), fv, dst, n);
+    let body = x.len() - x.len() % LANES;
+    for i in (0..body).step_by(LANES) {
+        // SAFETY: `i + LANES ≤ body ≤ x.len()`.
+        n = keep(_mm256_loadu_ps(x.as_ptr().add(i)), fv, dst, n);
+    }
+    if body < x.len() {
+        n = keep(load_padded(x, body), fv, dst, n);
     }
     // SAFETY: `keep` wrote the first `n` (at most `x.len()`) slots; it never stores past
     // `n + 8 ≤ x.len() + 8`, the capacity.
@@ -306,12 +346,12 @@ mod tests {
             }
             let m = super::super::finite_max(&x).unwrap();
             let want = super::super::moments_body::<fastmath::Plain>(&x, m);
-            let exact = unsafe { moments(&x, m) };
+            let exact = unsafe { moments_with::<true>(&x, m) }.unwrap();
             assert!(
                 (exact.ett - want.ett).abs() <= 1e-6 * want.ett,
                 "{exact:?} vs {want:?}"
             );
-            let got = unsafe { moments_clamped(&x, m) };
+            let got = unsafe { moments(&x, m) };
             assert!(
                 (got.e - want.e).abs() <= 1e-6 * want.e,
                 "{got:?} vs {want:?}"
