@@ -369,6 +369,31 @@ pub fn shipped_knob() -> String {
     })
 }
 
+/// Whether `points` were screened with `settings`, in order: the same knobs, except
+/// adaptive-p's min-p cut, which the screen matches (its knob records the matched cut).
+pub fn screened_with(points: &[Screened], settings: &[Sampler]) -> bool {
+    let unmatched = |s: &Sampler| match s {
+        Sampler::AdaptiveP { target, decay, .. } => format!("target = {target} decay = {decay}"),
+        other => knob(other),
+    };
+    points.len() == settings.len()
+        && points
+            .iter()
+            .zip(settings)
+            .all(|(p, s)| unmatched(&p.sampler) == unmatched(s))
+}
+
+/// The knob of auto mode at its defaults (`"width": "auto"`, `"pivot_offset": "auto"`,
+/// the default scales, the rest shipped).
+pub fn auto_default_knob() -> String {
+    let hlg = HlgConfig::from_pairs([("width", "auto"), ("pivot_offset", "auto")])
+        .expect("auto is accepted");
+    knob(&Sampler::Hlg {
+        t: 1.0,
+        hlg: hlg.resolved(true),
+    })
+}
+
 /// One setting at one level: at its matched temperature, its means over every position.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Screened {
@@ -673,6 +698,42 @@ mod tests {
             (round3(0.123456), round3(1234.5), round3(-0.0098765)),
             (0.123, 1230.0, -0.00988)
         );
+    }
+
+    /// A level screened with the sweep's settings is recognised as such, adaptive-p's
+    /// matched cut notwithstanding; another list is not.
+    #[test]
+    fn a_level_knows_its_settings() {
+        let settings = auto_sweep();
+        let mut points: Vec<Screened> = settings
+            .iter()
+            .map(|s| Screened {
+                sampler: s.clone(),
+                ..point(Family::of(s), &knob(s), 0.0, 0.0)
+            })
+            .collect();
+        if let Some(Screened {
+            sampler: Sampler::AdaptiveP { min_p, .. },
+            ..
+        }) = points.last_mut()
+        {
+            *min_p = 1.3e-5;
+        }
+        assert!(screened_with(&points, &settings));
+        assert!(!screened_with(
+            &points[1..],
+            &settings[1..settings.len() - 1]
+        ));
+        points.swap(0, 1);
+        assert!(!screened_with(&points, &settings));
+    }
+
+    /// The auto default is one of the sweep's settings, under the name RESULTS gives it.
+    #[test]
+    fn the_auto_default_is_in_the_sweep() {
+        let knob_of = auto_default_knob();
+        assert_eq!(knob_of, "top-3σ w1.5σ s2 t1 quadratic");
+        assert!(auto_sweep().iter().any(|s| knob(s) == knob_of));
     }
 
     #[test]

@@ -462,9 +462,9 @@ pub(crate) const FRONTIER_COLORS: [&str; 6] = [
 /// One screened level: every family's own offline frontier, tail mass (log, values
 /// below [`TAIL_FLOOR`](super::frontier::TAIL_FLOOR) on the floor) against expected base
 /// log-prob. Each family's frontier is a line through its points, labelled with their
-/// knobs; its other matched settings are faint dots; the setting whose knob is `shipped`
-/// is ringed.
-pub fn frontier_level(level: &super::frontier::Screening, shipped: &str) -> String {
+/// knobs; its other matched settings are faint dots; each HLG setting named in `rings`
+/// (its knob, a label) is ringed and labelled.
+pub fn frontier_level(level: &super::frontier::Screening, rings: &[(&str, &str)]) -> String {
     let matched = level.points.iter().filter(|p| p.matched).count();
     let title = format!(
         "offline, at plain temperature's entropy at T = {} ({:.3} nats, {} positions): each family's frontier ({} of {} settings matched)",
@@ -477,7 +477,7 @@ pub fn frontier_level(level: &super::frontier::Screening, shipped: &str) -> Stri
     svg(960, 600, |root| {
         let body = root.titled(&title, (FONT, 14))?;
         if matched > 0 {
-            frontier_level_panel(&body, level, shipped)?;
+            frontier_level_panel(&body, level, rings)?;
         }
         Ok(())
     })
@@ -521,7 +521,7 @@ fn tail_mesh(chart: &mut Chart<'_, '_>) -> Drawn {
 fn frontier_level_panel(
     area: &Area<'_>,
     level: &super::frontier::Screening,
-    shipped: &str,
+    rings: &[(&str, &str)],
 ) -> Drawn {
     use super::frontier::{Family, Screened};
     let own: Vec<Vec<&Screened>> = Family::ALL
@@ -564,14 +564,16 @@ fn frontier_level_panel(
         .border_style(RGBColor(0xbb, 0xbb, 0xbb))
         .label_font((FONT, 11))
         .draw()?;
-    let ring = drawn
-        .iter()
-        .find(|p| p.family == Family::Hlg && p.knob == shipped);
-    if let Some(p) = ring {
-        let below = label(10, BLACK, HPos::Center, VPos::Top);
-        chart.draw_series([EmptyElement::at(screened_at(p))
-            + Circle::new((0, 0), 7, BLACK.stroke_width(2))
-            + Text::new("shipped", (0, 10), below)])?;
+    for (knob, name) in rings {
+        let ring = drawn
+            .iter()
+            .find(|p| p.family == Family::Hlg && p.knob == *knob);
+        if let Some(p) = ring {
+            let below = label(10, BLACK, HPos::Center, VPos::Top);
+            chart.draw_series([EmptyElement::at(screened_at(p))
+                + Circle::new((0, 0), 7, BLACK.stroke_width(2))
+                + Text::new(name.to_string(), (0, 10), below)])?;
+        }
     }
     Ok(())
 }
@@ -827,7 +829,7 @@ mod tests {
     fn a_level_draws_each_family_frontier_on_a_log_tail_axis() {
         use crate::frontier::Family;
         let level = screened_level();
-        let svg = frontier_level(&level, "a & b");
+        let svg = frontier_level(&level, &[("a & b", "shipped"), ("c", "auto")]);
         let t = texts(&svg);
         assert!(
             t.iter().any(|x| x.ends_with("(8 of 9 settings matched)")),
@@ -860,12 +862,21 @@ mod tests {
             .iter()
             .any(|x| x == "c" || x == "near" || x == "far" || x == "unmatched"));
         let c = circles(&svg);
-        let ring = c.iter().find(|c| c.2 == 7.0).expect("the ring");
+        let rings: Vec<_> = c.iter().filter(|c| c.2 == 7.0).collect();
+        assert_eq!(rings.len(), 2, "{rings:?}");
         assert!(
             hlg.iter()
-                .any(|p| (p.0 - ring.0).abs() <= 1.0 && (p.1 - ring.1).abs() <= 1.0),
-            "{ring:?} on {hlg:?}"
+                .any(|p| (p.0 - rings[0].0).abs() <= 1.0 && (p.1 - rings[0].1).abs() <= 1.0),
+            "{rings:?} on {hlg:?}"
         );
+        // "c", off the frontier, ringed where its faint dot is.
+        assert!(
+            c.iter().any(|d| d.2 == 2.0
+                && (d.0 - rings[1].0).abs() <= 1.0
+                && (d.1 - rings[1].1).abs() <= 1.0),
+            "{rings:?}"
+        );
+        assert!(t.iter().any(|x| x == "shipped") && t.iter().any(|x| x == "auto"));
         // Faint dots: the 7 drawn settings (not the unmatched one, nor the far one).
         assert_eq!(c.iter().filter(|c| c.2 == 2.0).count(), 7);
         for tick in ["≤1e-6", "1e-5", "1e-3", "1e-1"] {

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::bail;
+use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
 use mistralrs_hlg::config::RawValue;
 use mistralrs_hlg::params::Field;
@@ -187,6 +187,10 @@ pub struct AutoSweepArgs {
     /// Worker threads [default: the machine's available parallelism].
     #[arg(long)]
     threads: Option<usize>,
+    /// Rewrite the report and the figures from the level files in OUT/auto-sweep/ alone,
+    /// without the capture they were screened on (for results kept without it).
+    #[arg(long)]
+    report_only: bool,
 }
 
 /// `eval confirm`.
@@ -640,14 +644,55 @@ fn auto_sweep(args: AutoSweepArgs) -> anyhow::Result<()> {
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
         .max(1);
-    let c = capture::Capture::load(&args.out.out.join("capture"))?;
     let settings = frontier::auto_sweep();
     let dir = args.out.out.join("auto-sweep");
-    let done = screen_levels(&dir, &c, &settings, &args.levels, threads)?;
+    let done = if args.report_only {
+        read_levels(&dir, &settings, &args.levels)?
+    } else {
+        let c = capture::Capture::load(&args.out.out.join("capture"))?;
+        screen_levels(&dir, &c, &settings, &args.levels, threads)?
+    };
     let path = args.out.out.join("auto-sweep.md");
     std::fs::write(&path, report::auto_sweep_table(&done))?;
-    eprintln!("wrote {}", path.display());
+    let rings = [
+        (frontier::shipped_knob(), "shipped (fixed)"),
+        (frontier::auto_default_knob(), "auto default"),
+    ];
+    let rings: Vec<(&str, &str)> = rings.iter().map(|(k, n)| (k.as_str(), *n)).collect();
+    for l in &done {
+        std::fs::write(
+            args.out.out.join(format!("auto-sweep-{}.svg", l.level)),
+            plot::frontier_level(l, &rings),
+        )?;
+    }
+    eprintln!(
+        "auto-sweep.md, auto-sweep-<level>.svg → {}",
+        args.out.out.display()
+    );
     Ok(())
+}
+
+/// The level files in `dir` for `levels`, screened with `settings` (their knobs, in
+/// order), whatever capture they came from.
+fn read_levels(
+    dir: &std::path::Path,
+    settings: &[Sampler],
+    levels: &[f64],
+) -> anyhow::Result<Vec<mistralrs_hlg_eval::frontier::Screening>> {
+    use mistralrs_hlg_eval::frontier;
+    levels
+        .iter()
+        .map(|level| {
+            let path = dir.join(format!("level-{level}.json"));
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            let l: frontier::Screening = serde_json::from_str(&text)?;
+            if !frontier::screened_with(&l.points, settings) {
+                bail!("{} was screened with other settings", path.display());
+            }
+            Ok(l)
+        })
+        .collect()
 }
 
 fn frontier(args: FrontierArgs) -> anyhow::Result<()> {
@@ -692,7 +737,7 @@ fn frontier(args: FrontierArgs) -> anyhow::Result<()> {
     for l in &done {
         std::fs::write(
             out.out.join(format!("frontier-{}.svg", l.level)),
-            plot::frontier_level(l, &frontier::shipped_knob()),
+            plot::frontier_level(l, &[(&frontier::shipped_knob(), "shipped")]),
         )?;
     }
     // Each candidate's settings, for the online runs.
@@ -731,10 +776,9 @@ fn kept_level(
 ) -> Option<mistralrs_hlg_eval::frontier::Screening> {
     use mistralrs_hlg_eval::frontier;
     let text = std::fs::read_to_string(path).ok()?;
-    let knobs: Vec<String> = settings.iter().map(frontier::knob).collect();
     serde_json::from_str::<frontier::Screening>(&text)
         .ok()
-        .filter(|l| l.capture == c.fingerprint() && l.points.iter().map(|p| &p.knob).eq(&knobs))
+        .filter(|l| l.capture == c.fingerprint() && frontier::screened_with(&l.points, settings))
 }
 
 /// Each level screened, or read back from `dir` when it was screened before with the
