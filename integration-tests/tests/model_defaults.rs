@@ -1,4 +1,5 @@
-//! A model whose `generation_config.json` sets its own sampling defaults.
+//! A model whose `generation_config.json` sets its own sampling defaults, on every
+//! generation route (chat, completions, responses, and messages on 0.9).
 //!
 //! mistral.rs 0.9 fills every sampling field a request left unset from that file when
 //! the request reaches the engine (0.8.1 reads it and does not apply it). HLG must stay
@@ -93,6 +94,62 @@ async fn hlg_is_the_only_sampler_under_the_models_defaults() {
         got, want,
         "HLG completions (n = 3, split) under the model's defaults"
     );
+}
+
+/// The text of each of [`PROMPTS`](mistralrs_hlg_integration_tests::PROMPTS) on `route`:
+/// `/v1/responses` (its `output_text`) or, on 0.9, `/v1/messages` (its text blocks), with
+/// `fields` in each request.
+async fn route_texts(router: &axum::Router, route: &str, fields: &Value) -> Vec<String> {
+    let mut out = vec![];
+    for p in mistralrs_hlg_integration_tests::PROMPTS {
+        let mut body = if route == "/v1/responses" {
+            json!({"model": "default", "input": p, "max_output_tokens": MAX_TOKENS})
+        } else {
+            json!({"model": "default", "max_tokens": MAX_TOKENS,
+                "messages": [{"role": "user", "content": p}]})
+        };
+        for (k, v) in fields.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let r = post_ok(router, route, &body).await;
+        out.push(if route == "/v1/responses" {
+            r["output_text"].as_str().expect("output_text").to_string()
+        } else {
+            r["content"]
+                .as_array()
+                .expect("content")
+                .iter()
+                .filter_map(|b| b["text"].as_str())
+                .collect()
+        });
+    }
+    out
+}
+
+/// The same on the other generation routes: `/v1/responses` on both hosts and Anthropic's
+/// `/v1/messages` on 0.9 sample HLG requests by HLG alone under the model's top-k 1 /
+/// top-p 0.5 / min-p 0.2, and do not come back greedy.
+#[tokio::test(flavor = "multi_thread")]
+async fn hlg_is_the_only_sampler_on_responses_and_messages() {
+    let bare = ModelDir::new("bare-routes", None);
+    let configured = ModelDir::new("truncating-routes", Some(&truncating()));
+    let fields = json!({"temperature": 1.0, "hlg": {"toe": 1.0}});
+    let mut routes = vec!["/v1/responses"];
+    if cfg!(mistralrs_host = "0.9") {
+        routes.push("/v1/messages");
+    }
+    for route in routes {
+        let want = route_texts(&hlg_router(&bare).await, route, &fields).await;
+        let got = route_texts(&hlg_router(&configured).await, route, &fields).await;
+        assert_eq!(got, want, "HLG on {route} under the model's defaults");
+        let greedy = route_texts(
+            &upstream(bare.engine().await).await,
+            route,
+            &json!({"temperature": 0.0}),
+        )
+        .await;
+        assert_ne!(got, greedy, "HLG on {route} came back greedy (top-k 1)");
+    }
 }
 
 /// The Rust API's `with_hlg` under the same defaults.

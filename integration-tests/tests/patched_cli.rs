@@ -56,6 +56,22 @@ impl CliServer {
         CliServer::spawn(bin, &args, port.clone()).await
     }
 
+    /// `bin serve` on the embedded model linked alone into `dir` (beside whatever else
+    /// `dir` holds, such as a `generation_config.json`).
+    async fn serve_in(bin: &Path, dir: &Path) -> CliServer {
+        let (models, file) = model();
+        let link = dir.join(&file);
+        if !link.exists() {
+            std::os::unix::fs::symlink(Path::new(&models).join(&file), &link).unwrap();
+        }
+        let port = free_port().to_string();
+        let mut args = serve_args(&port, &[]);
+        let at = args.iter().position(|a| a == "-m").unwrap() + 1;
+        args[at] = dir.to_string_lossy().into_owned();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        CliServer::spawn(bin, &args, port.clone()).await
+    }
+
     /// `bin from-config FILE` where FILE holds `toml`.
     async fn from_config(bin: &Path, toml: impl Fn(&str, &str, &str) -> String) -> CliServer {
         let port = free_port().to_string();
@@ -251,6 +267,59 @@ async fn flag_off_serves_what_upstream_serves() {
     assert!(upstream.iter().all(|(t, _)| !t.is_empty()), "{upstream:?}");
     assert_eq!(patched_default, upstream);
     assert_eq!(patched_off, upstream);
+}
+
+/// The any-model contract in the patched binary: under a `generation_config.json` with
+/// top-k 1, top-p 0.5, min-p 0.2 and `do_sample: false`, HLG requests (chat and text
+/// completion) sample what they sample from the bare model, by HLG alone, and do not come
+/// back greedy. Fresh servers each (the engine's sampling RNG starts from one seed).
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs the binaries of patches/apply.sh: run scripts/test-cli"]
+async fn hlg_is_the_only_sampler_under_the_models_defaults_in_the_patched_binary() {
+    let bin = binary("MISTRALRS_HLG_PATCHED_CLI");
+    let dir = |name: &str, config: Option<Value>| {
+        let d = std::env::temp_dir().join(format!(
+            "mistralrs-hlg-cli-defaults-{}-{name}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        if let Some(c) = config {
+            std::fs::write(d.join("generation_config.json"), c.to_string()).unwrap();
+        }
+        d
+    };
+    let bare = dir("bare", None);
+    let configured = dir(
+        "truncating",
+        Some(json!({"do_sample": false, "top_k": 1, "top_p": 0.5, "min_p": 0.2})),
+    );
+    let hlg = json!({"toe": 1.0});
+    let want = sampled(&CliServer::serve_in(&bin, &bare).await, &hlg).await;
+    let got = sampled(&CliServer::serve_in(&bin, &configured).await, &hlg).await;
+    let greedy = {
+        let s = CliServer::serve_in(&bin, &bare).await;
+        let mut out = vec![];
+        for p in PROMPTS {
+            let r = s
+                .post_ok(
+                    "/v1/chat/completions",
+                    &chat(p, 24, json!({"temperature": 0.0})),
+                )
+                .await;
+            out.extend(texts(&r));
+        }
+        out
+    };
+    for d in [&bare, &configured] {
+        let _ = std::fs::remove_dir_all(d);
+    }
+    assert_eq!(got, want, "HLG under the model's defaults");
+    assert_ne!(
+        got[..greedy.len()],
+        greedy[..],
+        "HLG chats came back greedy (top-k 1)"
+    );
 }
 
 /// Upstream 0.9.2's CPU decode of two sequences that share a prompt fails on the GGUF

@@ -1,7 +1,8 @@
 //! Structured output stops when its grammar is done: a JSON-schema (or regex) request
 //! ends with `finish_reason` `stop` once its object is complete, and the completion-token
-//! count is what the text holds, with and without HLG (`server::grammar` makes it so on
-//! both hosts).
+//! count is exactly the tokens drawn plus the one end token, with and without HLG
+//! (`server::grammar` makes it so on both hosts). A stop string under HLG cuts the answer
+//! where it begins.
 
 use mistralrs_hlg_integration_tests::{chat, engine, fresh_plugin, post_ok, texts, upstream};
 use serde_json::{json, Value};
@@ -23,26 +24,42 @@ fn city_schema() -> Value {
     })
 }
 
-/// The answer's text, finish reason and completion tokens.
-fn answer(resp: &Value) -> (String, String, u64) {
-    (
-        texts(resp)[0].clone(),
-        resp["choices"][0]["finish_reason"]
-            .as_str()
-            .unwrap_or("")
-            .to_string(),
-        resp["usage"]["completion_tokens"].as_u64().unwrap(),
-    )
+/// The text of each token a choice drew, from its log-probs.
+fn drawn(choice: &Value) -> Vec<String> {
+    choice["logprobs"]["content"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no log-probs in {choice}"))
+        .iter()
+        .map(|t| t["token"].as_str().expect("a token's text").to_string())
+        .collect()
 }
 
-/// The answer ends where the object does, and spends only its own tokens.
-fn assert_finished(what: &str, (text, finish, tokens): &(String, String, u64)) {
-    let v: Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("{what}: {text:?}: {e}"));
-    assert!(v["city"].is_string(), "{what}: {text}");
-    assert_eq!(finish, "stop", "{what}: {text:?} after {tokens} tokens");
-    assert!(
-        *tokens < 40,
-        "{what}: {tokens} completion tokens for {text:?}"
+/// Each choice ends where its object does, and the request's completion tokens are
+/// exactly the tokens its choices drew (their log-probs list them; their texts make up the
+/// answer) plus one end token each: llguidance's, which `server::grammar` makes a stop
+/// token and which the engine counts but leaves out of the text and the log-probs.
+fn assert_finished(what: &str, resp: &Value) {
+    let choices = resp["choices"].as_array().unwrap();
+    let mut drawn_total = 0;
+    for c in choices {
+        let text = c["message"]["content"]
+            .as_str()
+            .or(c["text"].as_str())
+            .unwrap();
+        let tokens = drawn(c);
+        assert_eq!(
+            tokens.concat(),
+            text,
+            "{what}: the drawn tokens make up the text"
+        );
+        drawn_total += tokens.len() as u64;
+        assert_eq!(c["finish_reason"], "stop", "{what}: {text:?}");
+    }
+    let usage = resp["usage"]["completion_tokens"].as_u64().unwrap();
+    assert_eq!(
+        usage,
+        drawn_total + choices.len() as u64,
+        "{what}: completion tokens against the drawn ones ({drawn_total}) and one end token per choice: {resp}"
     );
 }
 
@@ -60,15 +77,15 @@ async fn a_json_schema_request_stops_when_its_object_is_complete() {
     ] {
         let mut e = extra;
         e["response_format"] = city_schema();
+        e["logprobs"] = json!(true);
         let body = chat("What is the capital of Nigeria? Answer in JSON.", BUDGET, e);
         let resp = post_ok(&router, "/v1/chat/completions", &body).await;
-        let choices = resp["choices"].as_array().unwrap();
-        // Usage is the request's: each choice gets its share.
-        let tokens = resp["usage"]["completion_tokens"].as_u64().unwrap() / choices.len() as u64;
-        for c in choices {
-            let one = json!({"choices": [c], "usage": {"completion_tokens": tokens}});
-            assert_finished(what, &answer(&one));
+        for text in texts(&resp) {
+            let v: Value =
+                serde_json::from_str(&text).unwrap_or_else(|e| panic!("{what}: {text:?}: {e}"));
+            assert!(v["city"].is_string(), "{what}: {text}");
         }
+        assert_finished(what, &resp);
     }
 }
 
@@ -78,17 +95,34 @@ async fn a_regex_completion_stops_at_its_match() {
     let router = fresh_plugin().await;
     for hlg in [false, true] {
         let body = json!({"model": "default", "prompt": "Is the sea wet? Answer yes or no:",
-            "max_tokens": BUDGET, "temperature": 0.7, "hlg": hlg,
+            "max_tokens": BUDGET, "temperature": 0.7, "hlg": hlg, "logprobs": 1,
             "grammar": {"type": "regex", "value": "(yes|no)"}});
         let resp = post_ok(&router, "/v1/completions", &body).await;
-        let (text, finish, tokens) = answer(&resp);
+        let text = &texts(&resp)[0];
         assert!(text == "yes" || text == "no", "hlg {hlg}: {text:?}");
-        assert_eq!(finish, "stop", "hlg {hlg}: {text:?} after {tokens} tokens");
-        assert!(
-            tokens <= 3,
-            "hlg {hlg}: {tokens} completion tokens for {text:?}"
-        );
+        assert_finished(&format!("regex, hlg {hlg}"), &resp);
     }
+}
+
+/// A stop string under HLG: the answer is the same seeded answer without the stop string
+/// cut where the string begins, `finish_reason` `stop`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stop_string_cuts_an_hlg_answer_where_it_begins() {
+    let router = fresh_plugin().await;
+    let base = json!({"model": "default", "prompt": "Count from one to ten in words: one, two,",
+        "max_tokens": 24, "temperature": 0.7, "seed": 11, "hlg": true});
+    let whole = post_ok(&router, "/v1/completions", &base).await;
+    let whole = &texts(&whole)[0];
+    let stop = ",";
+    let at = whole
+        .find(stop)
+        .unwrap_or_else(|| panic!("the seeded answer holds no {stop:?}: {whole:?}"));
+    assert!(at > 0, "{whole:?}");
+    let mut body = base.clone();
+    body["stop"] = json!([stop]);
+    let cut = post_ok(&router, "/v1/completions", &body).await;
+    assert_eq!(texts(&cut)[0], whole[..at], "whole answer: {whole:?}");
+    assert_eq!(cut["choices"][0]["finish_reason"], "stop");
 }
 
 /// Requests without a grammar are the engine's own, stop tokens and all.
@@ -102,5 +136,12 @@ async fn requests_without_a_grammar_are_untouched() {
     )
     .await;
     let got = post_ok(&fresh_plugin().await, "/v1/chat/completions", &body).await;
+    let answer = |r: &Value| {
+        (
+            texts(r),
+            r["choices"][0]["finish_reason"].clone(),
+            r["usage"]["completion_tokens"].clone(),
+        )
+    };
     assert_eq!(answer(&got), answer(&want));
 }
