@@ -71,16 +71,7 @@ async fn hlg_is_the_only_sampler_under_the_models_defaults() {
     let configured = ModelDir::new("truncating-hlg", Some(&truncating()));
     let fields = json!({"temperature": 1.0, "hlg": {"toe": 1.0}});
 
-    let want = run_prompts(&hlg_router(&bare).await, MAX_TOKENS, &fields).await;
-    let got = run_prompts(&hlg_router(&configured).await, MAX_TOKENS, &fields).await;
-    assert_eq!(got, want, "HLG chat under the model's defaults");
-    let greedy = run_prompts(
-        &upstream(bare.engine().await).await,
-        MAX_TOKENS,
-        &json!({"temperature": 0.0}),
-    )
-    .await;
-    assert_ne!(got, greedy, "HLG requests came back greedy (top-k 1)");
+    assert_hlg_alone(&bare, &configured, "/v1/chat/completions", &fields).await;
 
     let completion = |router: axum::Router| async move {
         let body = json!({"model": "default", "prompt": "The sea is", "max_tokens": MAX_TOKENS,
@@ -96,10 +87,28 @@ async fn hlg_is_the_only_sampler_under_the_models_defaults() {
     );
 }
 
+/// On `route`, HLG requests with `fields` give under `configured`'s defaults what they give
+/// from the `bare` directory, and not the bare model's greedy text.
+async fn assert_hlg_alone(bare: &ModelDir, configured: &ModelDir, route: &str, fields: &Value) {
+    let want = route_texts(&hlg_router(bare).await, route, fields).await;
+    let got = route_texts(&hlg_router(configured).await, route, fields).await;
+    assert_eq!(got, want, "HLG on {route} under the model's defaults");
+    let greedy = route_texts(
+        &upstream(bare.engine().await).await,
+        route,
+        &json!({"temperature": 0.0}),
+    )
+    .await;
+    assert_ne!(got, greedy, "HLG on {route} came back greedy (top-k 1)");
+}
+
 /// The text of each of [`PROMPTS`](mistralrs_hlg_integration_tests::PROMPTS) on `route`:
-/// `/v1/responses` (its `output_text`) or, on 0.9, `/v1/messages` (its text blocks), with
-/// `fields` in each request.
+/// chat, `/v1/responses` (its `output_text`) or, on 0.9, `/v1/messages` (its text
+/// blocks), with `fields` in each request.
 async fn route_texts(router: &axum::Router, route: &str, fields: &Value) -> Vec<String> {
+    if route == "/v1/chat/completions" {
+        return run_prompts(router, MAX_TOKENS, fields).await;
+    }
     let mut out = vec![];
     for p in mistralrs_hlg_integration_tests::PROMPTS {
         let mut body = if route == "/v1/responses" {
@@ -139,16 +148,7 @@ async fn hlg_is_the_only_sampler_on_responses_and_messages() {
         routes.push("/v1/messages");
     }
     for route in routes {
-        let want = route_texts(&hlg_router(&bare).await, route, &fields).await;
-        let got = route_texts(&hlg_router(&configured).await, route, &fields).await;
-        assert_eq!(got, want, "HLG on {route} under the model's defaults");
-        let greedy = route_texts(
-            &upstream(bare.engine().await).await,
-            route,
-            &json!({"temperature": 0.0}),
-        )
-        .await;
-        assert_ne!(got, greedy, "HLG on {route} came back greedy (top-k 1)");
+        assert_hlg_alone(&bare, &configured, route, &fields).await;
     }
 }
 

@@ -106,8 +106,8 @@ impl Moments {
     }
 
     /// σ, the standard deviation of the logits (equally, of the log-probabilities) under
-    /// the distribution itself, from the sums over a vector of `len` entries; 0 for one finite entry
-    /// or equal ones, never NaN.
+    /// the distribution itself, from the sums over a vector of `len` entries; 0 for one
+    /// finite entry or equal ones, never NaN.
     ///
     /// The fast path's clamped weights leave far and masked entries 1.2e-38 each, which
     /// adds up to [`CLAMPED_VARIANCE`] per entry (relative to `Σe ≥ 1`) to σ² where the

@@ -51,11 +51,11 @@ unsafe fn weight<const EXACT: bool>(xv: Vn, m: __m256, bad: &mut __m256) -> (Vn,
 
 /// Walks `x` a group of `WAYS` vectors at a time: `step` on each group, `end` after each
 /// block of [`BLOCK`] entries (the caller flushes its f32 sums into f64 there), both on
-/// the caller's `state`. The
-/// last, short group is padded with NaN, which has no weight and which no floor keeps
-/// (−inf would pass a floor of −inf), and it is built after the loop: a padding copy inside
-/// the loop (a call to `memcpy`) made LLVM keep the loop's sums on the stack across every
-/// iteration, through stores and reloads that took a third of the pass (perf annotate).
+/// the caller's `state`. The last, short group is padded with NaN, which has no weight and
+/// which no floor keeps (−inf would pass a floor of −inf), and it is built after the loop:
+/// a padding copy inside the loop (a call to `memcpy`) made LLVM keep the loop's sums on
+/// the stack across every iteration, through stores and reloads that took a third of the
+/// pass (perf annotate).
 #[inline(always)]
 unsafe fn walk<S>(x: &[f32], state: &mut S, step: impl Fn(&mut S, Vn), end: impl Fn(&mut S)) {
     const GROUP: usize = WAYS * LANES;
