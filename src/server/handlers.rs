@@ -14,7 +14,7 @@ use serde_json::Value;
 use std::future::Future;
 use tokio::sync::mpsc::{Receiver, Sender};
 
-use super::engine::{self, Choices};
+use super::engine;
 use super::request::Generation;
 use super::security::{self, openai_error};
 use super::state::{admit, invalid_request, parse, AppState};
@@ -34,8 +34,8 @@ where
     Fut: std::future::Future<Output = Response> + Send + 'static,
 {
     let Generation { v, curve, n, .. } = g;
-    if n > 1 && s.choices == Choices::Split {
-        let streaming = v.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    let streaming = v.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    if n > 1 && s.choices.splits(streaming) {
         let mut single = v;
         single["n"] = Value::from(1);
         return choices::merged(n as usize, streaming, move |_| {

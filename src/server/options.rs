@@ -282,7 +282,8 @@ pub struct HlgServerOptions {
     /// because mistral.rs 0.8.1 corrupts the choices of a batched sampled request on the
     /// CPU; `batched` passes the request through as upstream does. Unset: what the
     /// start-up probe finds (`--hlg-batching auto`): `split` where the engine's batched
-    /// rows are wrong, `batched` where they are right.
+    /// rows are wrong; where they are right, batched for a whole answer and split for a
+    /// stream (0.8.1 ends some concurrent streamed groups without `[DONE]`).
     #[arg(long = "hlg-n-choices", alias = "n-choices", value_name = "split|batched", value_parser = ["split", "batched"])]
     #[serde(default, rename = "hlg-n-choices", alias = "hlg_n_choices")]
     pub n_choices: Option<String>,
@@ -603,8 +604,9 @@ impl HlgServerOptions {
     /// How the engine takes requests with these options: one at a time or batched, and
     /// `n > 1` split or batched. `--hlg-batching auto` (the default) probes the engine
     /// ([`super::engine::probe`]): batched only where its batched rows are right (the
-    /// patched engines), serial and split where they are mixed (mistral.rs 0.8.1 on the
-    /// CPU) or fail (0.9.2); `--hlg-n-choices` overrides the split.
+    /// patched engines, with streamed `n > 1` split: [`Choices::SplitStreams`]), serial
+    /// and split where they are mixed (mistral.rs 0.8.1 on the CPU) or fail (0.9.2);
+    /// `--hlg-n-choices` overrides the split.
     ///
     /// ```
     /// use mistralrs_hlg::server::{engine::EngineMode, load, Choices, Concurrency, HlgServerOptions};
@@ -626,7 +628,7 @@ impl HlgServerOptions {
         let concurrency = concurrency(self.batching()?, mistralrs).await;
         let choices = choices.unwrap_or(match concurrency {
             Concurrency::Serial => Choices::Split,
-            Concurrency::Concurrent => Choices::Batched,
+            Concurrency::Concurrent => Choices::SplitStreams,
         });
         Ok(EngineMode {
             concurrency,

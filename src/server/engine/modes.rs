@@ -18,6 +18,28 @@ pub enum Choices {
     Split,
     /// As upstream does: one request with `n` sequences, batched.
     Batched,
+    /// Batched for a whole answer, split for a stream: the default on an engine that
+    /// batches correctly (a patched 0.8.1). mistral.rs 0.8.1 streams the `n` sequences of
+    /// a request as one group and, under concurrent load, ends some of those streams
+    /// without `[DONE]` (`docs/NOTES.md`, "Prefix reuse on the CPU").
+    SplitStreams,
+}
+
+impl Choices {
+    /// Whether a request for `n > 1` choices runs as `n` single-choice generations.
+    ///
+    /// ```
+    /// use mistralrs_hlg::server::Choices;
+    /// assert!(Choices::Split.splits(false) && !Choices::Batched.splits(true));
+    /// assert!(Choices::SplitStreams.splits(true) && !Choices::SplitStreams.splits(false));
+    /// ```
+    pub fn splits(self, streaming: bool) -> bool {
+        match self {
+            Choices::Split => true,
+            Choices::Batched => false,
+            Choices::SplitStreams => streaming,
+        }
+    }
 }
 
 /// How the server lets the engine batch sequences (`--hlg-batching`).
