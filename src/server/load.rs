@@ -379,7 +379,7 @@ pub async fn load_with(
         }
         other => other,
     };
-    cpu_can_run(source, on_cpu)?;
+    host_can_run(source, on_cpu)?;
     let prefix_cache_n = options.prefix_cache();
     tracing::info!(
         on_cpu,
@@ -420,19 +420,54 @@ pub async fn load_with(
         .map_err(ServerError::upstream("loading the model"))
 }
 
-/// Refuses, before loading, a model the host cannot run on the CPU: mistral.rs 0.8.1's
-/// Qwen3-MoE GGUF model runs its experts through candle's `indexed_moe_forward`, which
-/// has a CUDA kernel only; on the CPU the first forward pass panics in the engine's
-/// thread and every request fails.
-fn cpu_can_run(source: &ModelSource, on_cpu: bool) -> Result<(), ServerError> {
+/// GGUF architectures that mistral.rs 0.9.2 loads and 0.8.1 does not
+/// (`gguf/normal_registry.rs` and `pipeline/gguf.rs`'s native Gemma 3 text model).
+const ONLY_0_9: [&str; 19] = [
+    "gemma",
+    "gemma2",
+    "gemma3",
+    "phimoe",
+    "qwen3next",
+    "qwen35",
+    "qwen35moe",
+    "deepseek2",
+    "glm4",
+    "glm4moe",
+    "smollm3",
+    "granite",
+    "granitemoe",
+    "granitehybrid",
+    "gpt-oss",
+    "hunyuan-dense",
+    "hunyuan-moe",
+    "lfm2",
+    "lfm2moe",
+];
+
+/// Refuses, before loading, a model the host cannot run: on 0.8.1 a GGUF architecture
+/// only 0.9.2 loads (named, with the host that does), and on the CPU a Qwen3-MoE GGUF
+/// model, whose experts run through candle 0.10's `indexed_moe_forward`, a CUDA kernel
+/// only (on the CPU the first forward pass panics in the engine's thread and every
+/// request fails).
+fn host_can_run(source: &ModelSource, on_cpu: bool) -> Result<(), ServerError> {
     let ModelSource::Local { dir, file } = source else {
         return Ok(());
     };
     let path = dir.join(file);
-    if on_cpu
-        && !cfg!(mistralrs_host = "0.9")
-        && super::metadata::gguf_architecture(&path).as_deref() == Some("qwen3moe")
-    {
+    if cfg!(mistralrs_host = "0.9") {
+        return Ok(());
+    }
+    let arch = super::metadata::gguf_architecture(&path);
+    if let Some(arch) = arch.as_deref().filter(|a| ONLY_0_9.contains(a)) {
+        return Err(ServerError::Model {
+            path,
+            problem: format!(
+                "mistral.rs 0.8.1, this build's host, has no `{arch}` GGUF architecture; \
+                 mistral.rs 0.9.2 loads it (a build on 0.9.2: scripts/host-workspace 0.9.2)"
+            ),
+        });
+    }
+    if on_cpu && arch.as_deref() == Some("qwen3moe") {
         return Err(ServerError::Model {
             path,
             problem: "a Qwen3-MoE GGUF model runs only on CUDA with mistral.rs 0.8.1 (candle's \
