@@ -454,14 +454,23 @@ fn head(s: &str) -> String {
     s.chars().take(200).collect()
 }
 
-/// The host version whose output a snapshot pins: `None` for the registry's mistral.rs
-/// 0.8.1 (the default build), `0.9.2` under `--cfg mistralrs_host="0.9"`
-/// (`scripts/test-upstream 0.9.2`).
-pub const HOST_SNAPSHOT_SUFFIX: Option<&str> = if cfg!(mistralrs_host = "0.9") {
-    Some("0.9.2")
-} else {
-    None
-};
+/// The host whose output a snapshot pins: `None` for the registry's mistral.rs 0.8.1 (the
+/// default build), `0.9.2` under `--cfg mistralrs_host="0.9"` (`scripts/test-upstream
+/// 0.9.2`), and `0.9.2-patched` where that engine carries
+/// `patches/mistralrs-core-0.9.2/0003` (its SentencePiece vocabularies, the tiny models'
+/// among them, tokenize otherwise: other prompt tokens, other text).
+pub fn host_snapshot_suffix() -> Option<&'static str> {
+    if !cfg!(mistralrs_host = "0.9") {
+        return None;
+    }
+    let sentencepiece_patched = mistralrs_hlg::server::load::CORE_PATCHES
+        .is_some_and(|s| s.contains("sentencepiece-vocabularies"));
+    Some(if sentencepiece_patched {
+        "0.9.2-patched"
+    } else {
+        "0.9.2"
+    })
+}
 
 /// Runs `f` (an insta assertion of the engine's own output) with the host version as the
 /// snapshot's suffix, so each host's snapshot sits beside the others (`name@0.9.2.snap`)
@@ -476,7 +485,7 @@ pub const HOST_SNAPSHOT_SUFFIX: Option<&str> = if cfg!(mistralrs_host = "0.9") {
 /// difference of the machine as one of the host.
 pub fn on_host<R>(f: impl FnOnce() -> R) -> R {
     let mut settings = insta::Settings::clone_current();
-    if let Some(suffix) = HOST_SNAPSHOT_SUFFIX {
+    if let Some(suffix) = host_snapshot_suffix() {
         assert!(
             snapshot_tier_pinned(),
             "the {suffix} snapshots are recorded on x86_64's AVX2 kernels, which this CPU does \
