@@ -140,6 +140,7 @@ fn capture_on_gemma(g: &Gemma) {
 }
 
 /// Softmax of `l` in f64.
+#[cfg(feature = "gemma-reference")]
 fn softmax(l: &[f32]) -> Vec<f64> {
     let m = l.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)) as f64;
     let e: Vec<f64> = l.iter().map(|&x| (x as f64 - m).exp()).collect();
@@ -147,11 +148,13 @@ fn softmax(l: &[f32]) -> Vec<f64> {
     e.into_iter().map(|x| x / z).collect()
 }
 
+#[cfg(feature = "gemma-reference")]
 fn argmax(l: &[f32]) -> usize {
     (0..l.len()).fold(0, |b, i| if l[i] > l[b] { i } else { b })
 }
 
 /// KL(p‖q) in nats.
+#[cfg(feature = "gemma-reference")]
 fn kl(p: &[f64], q: &[f64]) -> f64 {
     p.iter()
         .zip(q)
