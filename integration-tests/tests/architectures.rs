@@ -1,6 +1,9 @@
 //! Every GGUF architecture the host loads, through the real engine, on tiny random-weight
-//! models the test writes itself (`tiny`): Llama, Mistral3, Phi2, Phi3, Qwen2, Qwen3,
-//! Qwen3-MoE and Starcoder2, at vocabularies from 32,000 to 262,144 tokens.
+//! models the test writes itself (`tiny`), at vocabularies from 32,000 to 262,144 tokens:
+//! 0.8.1's eight (Llama, Mistral3, Phi2, Phi3, Qwen2, Qwen3, Qwen3-MoE, Starcoder2), and
+//! 17 of the 19 more that 0.9.2 loads (on 0.8.1 the server refuses those, naming 0.9.2;
+//! Gemma 3 is tested on the real model in `gemma.rs`; Qwen3.5's dense text model is not
+//! written yet).
 //!
 //! For each model: the disabled path is the engine's own output (snapshotted per
 //! architecture and host), the identity curve is plain temperature token for token, HLG
@@ -12,9 +15,9 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use mistralrs_hlg::server::engine::EngineMode;
+use mistralrs_hlg::server::engine::{probe, EngineMode};
 use mistralrs_hlg::server::load::{load, ModelSource};
-use mistralrs_hlg::server::{Choices, Concurrency, HlgServerOptions, RouterBuilder};
+use mistralrs_hlg::server::{Choices, Concurrency, HlgServerOptions};
 use mistralrs_hlg::HlgConfig;
 use mistralrs_hlg_integration_tests::tiny::{write_gguf, Arch};
 use mistralrs_hlg_integration_tests::{
@@ -25,6 +28,33 @@ use mistralrs_server_core::types::SharedMistralRsState;
 use serde_json::{json, Value};
 
 const MAX_TOKENS: u32 = 12;
+
+/// Architectures that load on mistral.rs 0.9.2 (patched) but fail a rule there, the cause
+/// not traced yet (docs/HOSTS.md): Granite and Granite-MoE answer a single request with
+/// "Failed to allocate recurrent state"; DeepSeek-V2's latent attention fails ("split MLA
+/// value projection has incompatible dimensions", the tiny model's shapes not ruled
+/// out); HunYuan-MoE's text under the identity curve differs from plain temperature's
+/// from the second prompt on (its batched rows differ by 0.55 nats too; not yet traced
+/// to the engine or to this project).
+const FAILS_ON_0_9: [Arch; 4] = [
+    Arch::DeepSeek2,
+    Arch::Granite,
+    Arch::GraniteMoe,
+    Arch::HunYuanMoe,
+];
+
+/// Architectures whose batched rows differ from single ones on mistral.rs 0.9.2 even with
+/// this project's patches (the probe's measure, printed by each test; docs/HOSTS.md): the
+/// server runs them one request at a time.
+const ROWS_DIFFER_ON_0_9: [Arch; 7] = [
+    Arch::DeepSeek2,
+    Arch::Granite,
+    Arch::GraniteMoe,
+    Arch::GraniteHybrid,
+    Arch::HunYuanMoe,
+    Arch::Lfm2,
+    Arch::Lfm2Moe,
+];
 const T: f64 = 0.8;
 
 /// The model file for `arch` at `vocab` tokens, written once per test process.
@@ -77,7 +107,7 @@ async fn check(arch: Arch, vocab: usize) {
         src: model(arch, vocab),
         name: format!("{}-{vocab}", arch.name()),
     };
-    let mode = m.probe_decides().await;
+    let mode = m.probe_decides(arch).await;
     let without = m.disabled_path_is_the_engines().await;
     m.identity_is_temperature(&without[1]).await;
     m.hlg_changes_sampling(&without[1]).await;
@@ -102,18 +132,29 @@ impl Tiny {
         plugin(engine(&self.src).await, HlgConfig::default()).await
     }
 
-    /// The probe, on an engine of its own: serial unless batched rows are right.
-    async fn probe_decides(&self) -> EngineMode {
+    /// The probe, on an engine of its own: serial unless batched rows are right, which
+    /// on the patched 0.9.2 they are except for [`ROWS_DIFFER_ON_0_9`] (where a batch of
+    /// two rows either fails in the engine or differs from single rows).
+    async fn probe_decides(&self, arch: Arch) -> EngineMode {
+        let measured = match probe(&*engine(&self.src).await).await {
+            Ok(r) => format!("batched rows within {} nats of single ones", r.max_abs_diff),
+            Err(e) => format!(
+                "batched rows fail ({})",
+                e.to_string().lines().next().unwrap_or("")
+            ),
+        };
         let mode = HlgServerOptions::default()
             .engine_mode(&engine(&self.src).await)
             .await
             .expect("engine mode");
-        let rows_right = batched_rows() == BatchedRows::Right;
+        let rows_right =
+            batched_rows() == BatchedRows::Right && !ROWS_DIFFER_ON_0_9.contains(&arch);
+        let what = format!("{}: {measured} ({mode:?})", self.name);
+        println!("{what}");
         assert_eq!(
             mode.concurrency == Concurrency::Serial,
             !rows_right,
-            "{}: the probe ({mode:?})",
-            self.name
+            "{what}"
         );
         mode
     }
@@ -137,7 +178,14 @@ impl Tiny {
             "{name}: T = {T} sampled the greedy text"
         );
         on_host(|| insta::assert_json_snapshot!(format!("engine_output_{name}"), without));
-        let greedy = run_prompts(&served, MAX_TOKENS, &with(0.0, json!({"hlg": true}))).await;
+        // On a fresh engine: a repeated prompt may reuse the prefix cache, which changes
+        // some architectures' logits on 0.9.2 (docs/HOSTS.md).
+        let greedy = run_prompts(
+            &self.fresh().await,
+            MAX_TOKENS,
+            &with(0.0, json!({"hlg": true})),
+        )
+        .await;
         assert_eq!(
             greedy, without[0],
             "{name}: HLG changed a greedy generation"
@@ -175,11 +223,12 @@ impl Tiny {
     async fn n_choices_follow_the_rules(&self, choices: Choices) -> axum::Router {
         let mut body = chat(PROMPTS[0], MAX_TOKENS, hlg_request());
         body["n"] = json!(2);
-        let router = RouterBuilder::new(engine(&self.src).await)
-            .choices(choices)
-            .build()
+        // The server's own router: its probe, gate and choices (`choices` is the mode the
+        // probe gave on an engine of its own).
+        let router = HlgServerOptions::default()
+            .router(engine(&self.src).await)
             .await
-            .unwrap();
+            .expect("router");
         let together = texts(&post_ok(&router, "/v1/chat/completions", &body).await);
         assert_eq!(
             together.len(),
@@ -266,4 +315,116 @@ async fn qwen3moe_151936() {
 #[tokio::test(flavor = "multi_thread")]
 async fn starcoder2_49152() {
     check(Arch::Starcoder2, 49_152).await;
+}
+
+/// An architecture only mistral.rs 0.9.2 loads: every rule there; on 0.8.1 the server
+/// refuses the file before loading it, naming the architecture and the host that runs it.
+async fn newer(arch: Arch, vocab: usize) {
+    assert!(arch.only_on_0_9());
+    if cfg!(mistralrs_host = "0.9") && FAILS_ON_0_9.contains(&arch) {
+        // Pinned: the rules fail here (docs/HOSTS.md). When they pass, take the
+        // architecture off the list.
+        let run = tokio::spawn(check(arch, vocab)).await;
+        assert!(
+            run.is_err(),
+            "{}: every rule holds now; take it off FAILS_ON_0_9",
+            arch.name()
+        );
+        return;
+    }
+    if cfg!(mistralrs_host = "0.9") {
+        check(arch, vocab).await;
+        return;
+    }
+    let e = load(&model(arch, vocab)).await.err().expect("refused");
+    let text = e.to_string();
+    assert!(
+        text.contains(&format!("`{}`", arch.name())) && text.contains("0.9.2"),
+        "{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn gemma_256000() {
+    newer(Arch::Gemma, 256_000).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn gemma2_256000() {
+    newer(Arch::Gemma2, 256_000).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn phimoe_32064() {
+    newer(Arch::PhiMoe, 32_064).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn glm4_151552() {
+    newer(Arch::Glm4, 151_552).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn glm4moe_151552() {
+    newer(Arch::Glm4Moe, 151_552).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn smollm3_128256() {
+    newer(Arch::SmolLm3, 128_256).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn granite_49155() {
+    newer(Arch::Granite, 49_155).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn granitemoe_49155() {
+    newer(Arch::GraniteMoe, 49_155).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn gpt_oss_201088() {
+    newer(Arch::GptOss, 201_088).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn hunyuan_dense_128167() {
+    newer(Arch::HunYuanDense, 128_167).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn hunyuan_moe_128167() {
+    newer(Arch::HunYuanMoe, 128_167).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn lfm2_65536() {
+    newer(Arch::Lfm2, 65_536).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn lfm2moe_65536() {
+    newer(Arch::Lfm2Moe, 65_536).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn deepseek2_102400() {
+    newer(Arch::DeepSeek2, 102_400).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn granitehybrid_100352() {
+    newer(Arch::GraniteHybrid, 100_352).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn qwen3next_151936() {
+    newer(Arch::Qwen3Next, 151_936).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn qwen35moe_248320() {
+    newer(Arch::Qwen35Moe, 248_320).await;
 }
