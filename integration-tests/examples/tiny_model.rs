@@ -9,7 +9,7 @@
 //! Architectures: any `general.architecture` of `tiny::Arch` (llama, mistral3, phi2,
 //! phi3, qwen2, qwen3, qwen3moe, starcoder2; and, for mistral.rs 0.9.2, gemma, gemma2,
 //! phimoe, glm4, glm4moe, smollm3, granite, granitemoe, gpt-oss, hunyuan-dense,
-//! hunyuan-moe, lfm2, lfm2moe, deepseek2, granitehybrid, qwen3next, qwen35moe) as a GGUF
+//! hunyuan-moe, lfm2, lfm2moe, deepseek2, granitehybrid, qwen3next, qwen35moe, qwen35) as a GGUF
 //! file, or plain-llama (a Hugging Face directory).
 
 use mistralrs_hlg_integration_tests::tiny::{write_gguf, write_plain_llama, Arch};

@@ -77,11 +77,14 @@ pub enum Arch {
     /// `qwen35moe` (Qwen3.5 MoE's text model): Qwen3-Next's layers with the delta net's β
     /// and α projections stored apart.
     Qwen35Moe,
+    /// `qwen35` (Qwen3.5's dense text model): Qwen3.5-MoE's delta net and gated
+    /// attention with a dense MLP and M-RoPE sections.
+    Qwen35,
 }
 
 impl Arch {
     /// Every architecture, in the order the matrix reports them.
-    pub const ALL: [Arch; 25] = [
+    pub const ALL: [Arch; 26] = [
         Arch::Llama,
         Arch::Mistral3,
         Arch::Phi2,
@@ -107,6 +110,7 @@ impl Arch {
         Arch::GraniteHybrid,
         Arch::Qwen3Next,
         Arch::Qwen35Moe,
+        Arch::Qwen35,
     ];
 
     /// `general.architecture`.
@@ -137,6 +141,7 @@ impl Arch {
             Arch::GraniteHybrid => "granitehybrid",
             Arch::Qwen3Next => "qwen3next",
             Arch::Qwen35Moe => "qwen35moe",
+            Arch::Qwen35 => "qwen35",
         }
     }
 
@@ -320,6 +325,7 @@ fn arch_metadata(arch: Arch) -> Vec<(&'static str, gguf_file::Value)> {
             | Arch::GptOss
             | Arch::Qwen3Next
             | Arch::Qwen35Moe
+            | Arch::Qwen35
     ) {
         m.push(("attention.key_length", u(HEAD_DIM)));
         m.push(("attention.value_length", u(HEAD_DIM)));
@@ -366,8 +372,14 @@ fn family_metadata(arch: Arch) -> Vec<(&'static str, gguf_file::Value)> {
             m.push(("ssm.group_count", u(1)));
             m.push(("expert_shared_feed_forward_length", u(FFN)));
         }
-        Arch::Qwen3Next | Arch::Qwen35Moe => {
-            m.push(("expert_shared_feed_forward_length", u(HIDDEN)));
+        Arch::Qwen3Next | Arch::Qwen35Moe | Arch::Qwen35 => {
+            if arch == Arch::Qwen35 {
+                // Three M-RoPE sections spanning the rotary half of each head (2 · 4).
+                let sections = [2, 1, 1, 0].map(|n: u32| V::U32(n)).to_vec();
+                m.push(("rope.dimension_sections", V::Array(sections)));
+            } else {
+                m.push(("expert_shared_feed_forward_length", u(HIDDEN)));
+            }
             m.push(("full_attention_interval", u(2)));
             m.push(("ssm.conv_kernel", u(SSM_CONV)));
             m.push(("ssm.inner_size", u(GDN_V_HEADS * GDN_DIM)));
@@ -440,7 +452,7 @@ fn rope_dim(arch: Arch) -> usize {
         MLA_ROPE
     } else if matches!(
         arch,
-        Arch::Phi2 | Arch::Glm4 | Arch::Glm4Moe | Arch::Qwen3Next | Arch::Qwen35Moe
+        Arch::Phi2 | Arch::Glm4 | Arch::Glm4Moe | Arch::Qwen3Next | Arch::Qwen35Moe | Arch::Qwen35
     ) {
         HEAD_DIM / 2
     } else {
@@ -627,7 +639,7 @@ fn newer_layer(b: &mut Builder<'_>, arch: Arch, p: &str, l: usize) -> anyhow::Re
         Arch::Gemma2 => norms.extend(["post_attention_norm", "post_ffw_norm"]),
         Arch::Glm4 => norms.extend(["post_attention_norm", "post_ffw_norm"]),
         // GPT-OSS and Qwen3-Next name their second norm after attention.
-        Arch::GptOss | Arch::Qwen3Next | Arch::Qwen35Moe => {
+        Arch::GptOss | Arch::Qwen3Next | Arch::Qwen35Moe | Arch::Qwen35 => {
             norms = vec!["attn_norm", "post_attention_norm"]
         }
         _ => {}
@@ -638,12 +650,12 @@ fn newer_layer(b: &mut Builder<'_>, arch: Arch, p: &str, l: usize) -> anyhow::Re
             b.fill(&format!("{p}.{n}.bias"), HIDDEN, 0.0)?;
         }
     }
-    let qwen_next = matches!(arch, Arch::Qwen3Next | Arch::Qwen35Moe);
+    let qwen_next = matches!(arch, Arch::Qwen3Next | Arch::Qwen35Moe | Arch::Qwen35);
     match arch {
         Arch::Lfm2 | Arch::Lfm2Moe if l == 0 => short_conv(b, p)?,
         Arch::DeepSeek2 => latent_attention(b, p)?,
         Arch::GraniteHybrid if l == 0 => mamba2(b, p)?,
-        Arch::Qwen3Next | Arch::Qwen35Moe if l == 0 => delta_net(b, arch, p)?,
+        Arch::Qwen3Next | Arch::Qwen35Moe | Arch::Qwen35 if l == 0 => delta_net(b, arch, p)?,
         _ => newer_attention(b, arch, p, qwen_next)?,
     }
     newer_feed_forward(b, arch, p, l)
@@ -703,6 +715,7 @@ fn newer_attention(
             | Arch::Lfm2Moe
             | Arch::Qwen3Next
             | Arch::Qwen35Moe
+            | Arch::Qwen35
     ) {
         b.fill(&format!("{p}.attn_q_norm.weight"), HEAD_DIM, 1.0)?;
         b.fill(&format!("{p}.attn_k_norm.weight"), HEAD_DIM, 1.0)?;
