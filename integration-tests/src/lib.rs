@@ -454,6 +454,12 @@ fn head(s: &str) -> String {
     s.chars().take(200).collect()
 }
 
+/// Whether this build's engine carries the core patch whose file name contains `name`
+/// (`server::load::CORE_PATCHES`, the series compiled in by the patched builds).
+pub fn core_patched(name: &str) -> bool {
+    mistralrs_hlg::server::load::CORE_PATCHES.is_some_and(|s| s.contains(name))
+}
+
 /// The host whose output a snapshot pins: `None` for the registry's mistral.rs 0.8.1 (the
 /// default build), `0.9.2` under `--cfg mistralrs_host="0.9"` (`scripts/test-upstream
 /// 0.9.2`), and `0.9.2-patched` where that engine carries
@@ -463,9 +469,7 @@ pub fn host_snapshot_suffix() -> Option<&'static str> {
     if !cfg!(mistralrs_host = "0.9") {
         return None;
     }
-    let sentencepiece_patched = mistralrs_hlg::server::load::CORE_PATCHES
-        .is_some_and(|s| s.contains("sentencepiece-vocabularies"));
-    Some(if sentencepiece_patched {
+    Some(if core_patched("sentencepiece-vocabularies-bpe-by-score") {
         "0.9.2-patched"
     } else {
         "0.9.2"

@@ -145,6 +145,12 @@ impl Arch {
         }
     }
 
+    /// Qwen3-Next and Qwen3.5 (dense and MoE): a gated delta net, then gated attention
+    /// with half-rotary heads and Q/K norms.
+    fn delta_net(self) -> bool {
+        matches!(self, Arch::Qwen3Next | Arch::Qwen35Moe | Arch::Qwen35)
+    }
+
     /// Whether only mistral.rs 0.9.2 loads it (0.8.1's server refuses it, naming 0.9.2).
     pub fn only_on_0_9(self) -> bool {
         (self as usize) >= (Arch::Gemma as usize)
@@ -315,18 +321,11 @@ fn arch_metadata(arch: Arch) -> Vec<(&'static str, gguf_file::Value)> {
     use gguf_file::Value as V;
     let u = |n: usize| V::U32(n as u32);
     let mut m = vec![];
-    if matches!(
+    let qwen_or_gemma = matches!(
         arch,
-        Arch::Qwen2
-            | Arch::Qwen3
-            | Arch::Qwen3Moe
-            | Arch::Gemma
-            | Arch::Gemma2
-            | Arch::GptOss
-            | Arch::Qwen3Next
-            | Arch::Qwen35Moe
-            | Arch::Qwen35
-    ) {
+        Arch::Qwen2 | Arch::Qwen3 | Arch::Qwen3Moe | Arch::Gemma | Arch::Gemma2 | Arch::GptOss
+    );
+    if qwen_or_gemma || arch.delta_net() {
         m.push(("attention.key_length", u(HEAD_DIM)));
         m.push(("attention.value_length", u(HEAD_DIM)));
     }
@@ -372,7 +371,7 @@ fn family_metadata(arch: Arch) -> Vec<(&'static str, gguf_file::Value)> {
             m.push(("ssm.group_count", u(1)));
             m.push(("expert_shared_feed_forward_length", u(FFN)));
         }
-        Arch::Qwen3Next | Arch::Qwen35Moe | Arch::Qwen35 => {
+        _ if arch.delta_net() => {
             if arch == Arch::Qwen35 {
                 // Three M-RoPE sections spanning the rotary half of each head (2 · 4).
                 let sections = [2, 1, 1, 0].map(|n: u32| V::U32(n)).to_vec();
@@ -450,10 +449,7 @@ fn kv_heads(arch: Arch) -> usize {
 fn rope_dim(arch: Arch) -> usize {
     if arch == Arch::DeepSeek2 {
         MLA_ROPE
-    } else if matches!(
-        arch,
-        Arch::Phi2 | Arch::Glm4 | Arch::Glm4Moe | Arch::Qwen3Next | Arch::Qwen35Moe | Arch::Qwen35
-    ) {
+    } else if arch.delta_net() || matches!(arch, Arch::Phi2 | Arch::Glm4 | Arch::Glm4Moe) {
         HEAD_DIM / 2
     } else {
         HEAD_DIM
@@ -639,7 +635,7 @@ fn newer_layer(b: &mut Builder<'_>, arch: Arch, p: &str, l: usize) -> anyhow::Re
         Arch::Gemma2 => norms.extend(["post_attention_norm", "post_ffw_norm"]),
         Arch::Glm4 => norms.extend(["post_attention_norm", "post_ffw_norm"]),
         // GPT-OSS and Qwen3-Next name their second norm after attention.
-        Arch::GptOss | Arch::Qwen3Next | Arch::Qwen35Moe | Arch::Qwen35 => {
+        _ if arch == Arch::GptOss || arch.delta_net() => {
             norms = vec!["attn_norm", "post_attention_norm"]
         }
         _ => {}
@@ -650,13 +646,12 @@ fn newer_layer(b: &mut Builder<'_>, arch: Arch, p: &str, l: usize) -> anyhow::Re
             b.fill(&format!("{p}.{n}.bias"), HIDDEN, 0.0)?;
         }
     }
-    let qwen_next = matches!(arch, Arch::Qwen3Next | Arch::Qwen35Moe | Arch::Qwen35);
     match arch {
         Arch::Lfm2 | Arch::Lfm2Moe if l == 0 => short_conv(b, p)?,
         Arch::DeepSeek2 => latent_attention(b, p)?,
         Arch::GraniteHybrid if l == 0 => mamba2(b, p)?,
-        Arch::Qwen3Next | Arch::Qwen35Moe | Arch::Qwen35 if l == 0 => delta_net(b, arch, p)?,
-        _ => newer_attention(b, arch, p, qwen_next)?,
+        _ if arch.delta_net() && l == 0 => delta_net(b, arch, p)?,
+        _ => newer_attention(b, arch, p)?,
     }
     newer_feed_forward(b, arch, p, l)
 }
@@ -682,15 +677,10 @@ fn short_conv(b: &mut Builder<'_>, p: &str) -> anyhow::Result<()> {
 }
 
 /// Grouped-query attention with each family's biases, Q/K norms and sinks.
-fn newer_attention(
-    b: &mut Builder<'_>,
-    arch: Arch,
-    p: &str,
-    qwen_next: bool,
-) -> anyhow::Result<()> {
+fn newer_attention(b: &mut Builder<'_>, arch: Arch, p: &str) -> anyhow::Result<()> {
     let (q, kv) = (HEADS * HEAD_DIM, KV_HEADS * HEAD_DIM);
     // Qwen3-Next's query projection also gives the attention output's gate.
-    let q_rows = if qwen_next { 2 * q } else { q };
+    let q_rows = if arch.delta_net() { 2 * q } else { q };
     let qkv_bias = matches!(
         arch,
         Arch::PhiMoe | Arch::Glm4 | Arch::Glm4Moe | Arch::GptOss
@@ -706,17 +696,11 @@ fn newer_attention(
     if o_bias {
         b.bias(&format!("{p}.attn_output.bias"), HIDDEN)?;
     }
-    if matches!(
+    let qk_norm = matches!(
         arch,
-        Arch::Glm4Moe
-            | Arch::HunYuanDense
-            | Arch::HunYuanMoe
-            | Arch::Lfm2
-            | Arch::Lfm2Moe
-            | Arch::Qwen3Next
-            | Arch::Qwen35Moe
-            | Arch::Qwen35
-    ) {
+        Arch::Glm4Moe | Arch::HunYuanDense | Arch::HunYuanMoe | Arch::Lfm2 | Arch::Lfm2Moe
+    );
+    if qk_norm || arch.delta_net() {
         b.fill(&format!("{p}.attn_q_norm.weight"), HEAD_DIM, 1.0)?;
         b.fill(&format!("{p}.attn_k_norm.weight"), HEAD_DIM, 1.0)?;
     }

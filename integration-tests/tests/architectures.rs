@@ -20,8 +20,8 @@ use mistralrs_hlg::server::{Choices, Concurrency, HlgServerOptions};
 use mistralrs_hlg::HlgConfig;
 use mistralrs_hlg_integration_tests::tiny::{write_gguf, Arch};
 use mistralrs_hlg_integration_tests::{
-    batched_rows, chat, on_host, plugin, post_ok, run_prompts, texts, upstream, BatchedRows,
-    PROMPTS,
+    batched_rows, chat, core_patched, on_host, plugin, post_ok, run_prompts, texts, upstream,
+    BatchedRows, PROMPTS,
 };
 use mistralrs_server_core::types::SharedMistralRsState;
 use serde_json::{json, Value};
@@ -29,20 +29,15 @@ use serde_json::{json, Value};
 const MAX_TOKENS: u32 = 12;
 const T: f64 = 0.8;
 
-/// Whether this build's engine carries the core patch named `name`.
-fn patched(name: &str) -> bool {
-    mistralrs_hlg::server::load::CORE_PATCHES.is_some_and(|s| s.contains(name))
-}
-
 /// Whether `arch` fails a rule on this mistral.rs 0.9.2 build (docs/HOSTS.md): without
 /// `patches/mistralrs-core-0.9.2/0004` DeepSeek-V2's latent attention fails every request
 /// on the CPU, without `0005` Granite and Granite-MoE do ("Failed to allocate recurrent
 /// state"). Pinned: the test fails when the rules start to hold.
 fn fails_on_0_9(arch: Arch) -> bool {
     match arch {
-        Arch::DeepSeek2 => !patched("cpu-attention-fused-only-for-equal-value-size"),
+        Arch::DeepSeek2 => !core_patched("cpu-attention-fused-only-for-equal-value-size"),
         Arch::Granite | Arch::GraniteMoe => {
-            !patched("hybrid-cache-attention-only-allocates-no-state")
+            !core_patched("hybrid-cache-attention-only-allocates-no-state")
         }
         _ => false,
     }

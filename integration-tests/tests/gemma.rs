@@ -13,9 +13,11 @@
 
 #[cfg(mistralrs_host = "0.9")]
 mod on_0_9 {
-    use mistralrs_hlg::server::load::{load, ModelSource, CORE_PATCHES};
+    use mistralrs_hlg::server::load::{load, ModelSource};
     use mistralrs_hlg_eval::gemma::{self, Gemma};
-    use mistralrs_hlg_integration_tests::{on_host, plugin, post_ok, texts, upstream};
+    use mistralrs_hlg_integration_tests::{
+        core_patched, on_host, plugin, post_ok, texts, upstream,
+    };
     use serde_json::{json, Value};
 
     const PARIS: &str = "The capital of France is the city of";
@@ -27,7 +29,7 @@ mod on_0_9 {
 
     /// Whether the engine carries the SentencePiece patch (0003).
     fn tokenizer_patched() -> bool {
-        CORE_PATCHES.is_some_and(|s| s.contains("sentencepiece-vocabularies-bpe-by-score"))
+        core_patched("sentencepiece-vocabularies-bpe-by-score")
     }
 
     fn source() -> ModelSource {
