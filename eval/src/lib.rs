@@ -19,6 +19,7 @@ pub mod gold;
 pub mod guardrail;
 mod journal;
 pub mod kl;
+pub mod ledger;
 pub mod lm;
 pub mod metrics;
 #[cfg(feature = "gemma")]

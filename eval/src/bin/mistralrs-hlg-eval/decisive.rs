@@ -17,6 +17,7 @@ use mistralrs_hlg_eval::decide::{self, Call};
 use mistralrs_hlg_eval::decisive::{self as d, Arm, Next, Searched};
 use mistralrs_hlg_eval::frontier::{self, Family};
 use mistralrs_hlg_eval::gemma::{self, Gemma};
+use mistralrs_hlg_eval::ledger::{Ledger, Row};
 use mistralrs_hlg_eval::lm::Lm;
 use mistralrs_hlg_eval::onepass::OnePass;
 use mistralrs_hlg_eval::prompts;
@@ -44,6 +45,13 @@ pub struct DecisiveArgs {
     /// continues.
     #[arg(long)]
     hours: Option<f64>,
+    /// Where the results small enough to commit go: each search's scores, the arms, one
+    /// row per prompt of the calibration and the main run, the report (default
+    /// OUT/decisive). `scripts/eval-decisive` keeps them under docs/results/decisive/, so
+    /// that a run continues from the repository on another machine; the samples stay
+    /// under OUT/decisive.
+    #[arg(long)]
+    ledger: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -65,6 +73,13 @@ struct Scored {
     distinct2: Option<f64>,
     /// Whether the offline matching reached plain temperature's entropy.
     matched: bool,
+}
+
+/// Plain temperature's scores on the selection prompts (`search-temperature.json`).
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+struct Reference {
+    judged_logprob_per_byte: f64,
+    distinct2: f64,
 }
 
 /// The models of a cell: the one sampled and the one judging.
@@ -129,6 +144,8 @@ impl Budget {
 pub fn decisive(args: DecisiveArgs) -> anyhow::Result<()> {
     let dir = args.out.join("decisive");
     std::fs::create_dir_all(&dir)?;
+    let kept = args.ledger.clone().unwrap_or_else(|| dir.clone());
+    let mut ledger = open_ledger(&kept, args.gemma, args.level)?;
     let c = Capture::load(&args.out.join("capture"))?;
     let mut budget = Budget {
         start: Instant::now(),
@@ -146,14 +163,15 @@ pub fn decisive(args: DecisiveArgs) -> anyhow::Result<()> {
         capture: &c,
         level: args.level,
         dir: &dir,
+        kept: &kept,
     };
     for stage in stages {
         let done = runtime.block_on(async {
             match stage {
                 Stage::Search => run.search(&mut budget).await,
-                Stage::Calibrate => calibrate(&run, &mut budget).await,
-                Stage::Main => main_run(&run, &mut budget).await,
-                Stage::Report => report(&dir).map(|()| true),
+                Stage::Calibrate => calibrate(&run, &mut ledger, &mut budget).await,
+                Stage::Main => main_run(&run, &mut ledger, &mut budget).await,
+                Stage::Report => report(&kept, &ledger).map(|()| true),
                 Stage::All => unreachable!(),
             }
         })?;
@@ -170,17 +188,36 @@ pub fn decisive(args: DecisiveArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// What every stage of a cell reads: its models, its capture, its level, its directory.
+/// The cell's ledger (`rows.jsonl` under `kept`), named by the cell and what its rows
+/// depend on.
+fn open_ledger(kept: &Path, on_gemma: bool, level: f64) -> anyhow::Result<Ledger> {
+    let header = serde_json::json!({
+        "run": "decisive",
+        "cell": if on_gemma { "gemma" } else { "smollm" },
+        "level": level,
+        "max_tokens": d::MAX_TOKENS,
+        "calibration_samples": d::CALIBRATION_SAMPLES,
+        "main_samples": d::MAIN_SAMPLES,
+    });
+    Ok(Ledger::open(&kept.join("rows.jsonl"), &header.to_string())?)
+}
+
+/// What every stage of a cell reads: its models, its capture, its level, its directory
+/// (samples) and where its results are kept (`kept`: scores, arms, rows, report).
 struct Run<'a> {
     cell: &'a Cell,
     capture: &'a Capture,
     level: f64,
     dir: &'a Path,
+    kept: &'a Path,
 }
 
-/// Samples to draw: `methods` × `samples` on `prompts`, into the stores under `sub`.
+/// Samples to draw: `methods` × `samples` on `prompts`, into the stores under `sub` (for
+/// the calibration and the main run also the stage of their rows in the ledger, under
+/// `keys`, one per method).
 struct Job<'a> {
     sub: &'a str,
+    keys: &'a [String],
     samples: usize,
     methods: &'a [Planned],
     prompts: &'a [(usize, &'a str)],
@@ -262,29 +299,107 @@ impl Run<'_> {
         sample_all(draws, &self.dir.join(job.sub), job, budget).await
     }
 
-    /// Stage 1: every searched family's search, then `search.md`.
-    async fn search(&self, budget: &mut Budget) -> anyhow::Result<bool> {
-        // Plain temperature on the selection prompts: the distinct-2 eligibility reads.
+    /// A job drawn group by group of prompts, skipping the prompts the ledger holds for
+    /// every method, and each drawn prompt's row recorded per method (`row_of` its
+    /// samples); `false` when `--hours` stopped it.
+    async fn sample_kept(
+        &self,
+        job: &Job<'_>,
+        ledger: &mut Ledger,
+        budget: &mut Budget,
+    ) -> anyhow::Result<bool> {
+        let draws = self.cell.draws(self.level, job.samples);
+        let dir = self.dir.join(job.sub);
+        std::fs::create_dir_all(&dir)?;
+        let mut stores: Vec<Store> = job
+            .methods
+            .iter()
+            .map(|m| Store::open(&dir, m, d::MAX_TOKENS))
+            .collect::<Result<_, _>>()?;
+        let todo: Vec<(usize, &str)> = job
+            .prompts
+            .iter()
+            .copied()
+            .filter(|(p, _)| job.keys.iter().any(|k| !ledger.has(job.sub, k, *p)))
+            .collect();
+        let group = (draws.batch / (job.methods.len() * job.samples).max(1)).max(1);
+        let bar = progress(todo.len(), job.label);
+        for (g, some) in todo.chunks(group).enumerate() {
+            if budget.over() {
+                bar.abandon();
+                return Ok(false);
+            }
+            let mut n = 0;
+            confirm::run_prompts(draws, job.methods, &mut stores, some, || n += 1).await?;
+            budget.samples += n;
+            for &(p, text) in some {
+                for (key, st) in job.keys.iter().zip(&stores) {
+                    let mine: Vec<Sample> = st
+                        .samples
+                        .iter()
+                        .filter(|s| s.prompt_text == text && s.sample < job.samples)
+                        .cloned()
+                        .collect();
+                    if mine.len() == job.samples {
+                        ledger.add(Row {
+                            stage: job.sub.into(),
+                            method: key.clone(),
+                            prompt: p,
+                            values: row_of(job.sub, &mine),
+                        })?;
+                    }
+                }
+            }
+            bar.set_position(((g + 1) * group).min(todo.len()) as u64);
+        }
+        bar.finish();
+        Ok(true)
+    }
+
+    /// Plain temperature's (judged log-prob per byte, distinct-2) on the selection
+    /// prompts, which the search's eligibility reads: kept once measured, so that a
+    /// search continued on another machine holds every setting to the same reference.
+    async fn search_reference(&self, budget: &mut Budget) -> anyhow::Result<Option<Reference>> {
+        let path = self.kept.join("search-temperature.json");
+        if let Some(r) = read_json::<Reference>(&path) {
+            return Ok(Some(r));
+        }
         let temp = [planned(Sampler::Temperature { t: self.level })];
         let job = Job {
             sub: "search",
             samples: d::SEARCH_SAMPLES,
+            keys: &[],
             methods: &temp,
             prompts: &selection(),
             label: "search: temperature",
         };
         let (stores, done) = self.sample(&job, budget).await?;
         if !done {
-            return Ok(false);
+            return Ok(None);
         }
-        let Some((_, temp_d2)) =
-            d::selection_score(&by_prompt(&stores[0].samples, d::SEARCH_SAMPLES))
+        let Some((lp, d2)) = d::selection_score(&by_prompt(&stores[0].samples, d::SEARCH_SAMPLES))
         else {
             anyhow::bail!("plain temperature's selection samples have no judged prompt");
         };
+        let r = Reference {
+            judged_logprob_per_byte: lp,
+            distinct2: d2,
+        };
+        write_json(&path, &r)?;
+        Ok(Some(r))
+    }
+
+    /// Stage 1: every searched family's search, then `search.md`.
+    async fn search(&self, budget: &mut Budget) -> anyhow::Result<bool> {
+        let Some(Reference {
+            distinct2: temp_d2, ..
+        }) = self.search_reference(budget).await?
+        else {
+            return Ok(false);
+        };
         for family in Searched::ALL {
             let path = self
-                .dir
+                .kept
                 .join(format!("search-{}.json", slug(family.name())));
             let mut scored: Vec<Scored> = read_json(&path).unwrap_or_default();
             while let Next::Score(point) = d::next_point(family, &scores_of(&scored)) {
@@ -298,7 +413,10 @@ impl Run<'_> {
                 write_json(&path, &scored)?;
             }
         }
-        std::fs::write(self.dir.join("search.md"), search_table(self.dir, temp_d2)?)?;
+        std::fs::write(
+            self.kept.join("search.md"),
+            search_table(self.kept, temp_d2)?,
+        )?;
         Ok(true)
     }
 
@@ -328,6 +446,7 @@ impl Run<'_> {
             let job = Job {
                 sub: "search",
                 samples: d::SEARCH_SAMPLES,
+                keys: &[],
                 methods: &m,
                 prompts: &selection(),
                 label: &label,
@@ -450,12 +569,16 @@ fn searched_best(dir: &Path, family: Searched) -> anyhow::Result<Sampler> {
 }
 
 /// Stage 2: every arm's calibration on the calibration prompts, then `arms.json`.
-async fn calibrate(run: &Run<'_>, budget: &mut Budget) -> anyhow::Result<bool> {
-    let arms_path = run.dir.join("arms.json");
+async fn calibrate(
+    run: &Run<'_>,
+    ledger: &mut Ledger,
+    budget: &mut Budget,
+) -> anyhow::Result<bool> {
+    let arms_path = run.kept.join("arms.json");
     if read_json::<Vec<Arm>>(&arms_path).is_some() {
         return Ok(true);
     }
-    let matched = arms_matched(run.capture, run.level, run.dir)?;
+    let matched = arms_matched(run.capture, run.level, run.kept)?;
     let calib: Vec<String> = prompts::decisive_calibration();
     let calib: Vec<(usize, &str)> = calib.iter().map(|p| p.as_str()).enumerate().collect();
     // Each arm at each step of its matched knob (plain temperature at its one).
@@ -465,58 +588,83 @@ async fn calibrate(run: &Run<'_>, budget: &mut Budget) -> anyhow::Result<bool> {
             _ => d::CALIBRATION_SCALES.to_vec(),
         }
     };
-    let methods: Vec<Planned> = matched
+    let (keys, methods): (Vec<String>, Vec<Planned>) = matched
         .iter()
         .flat_map(|(role, _, s)| {
             // An arm's steps draw from the same streams, so its entropies differ by step.
-            let variant = move |f: f64| Planned {
-                t_scale: f,
-                stream: Some(format!("calibration|{role}")),
-                ..planned(d::calibration_variant(s, f))
+            let variant = move |f: f64| {
+                let m = Planned {
+                    t_scale: f,
+                    stream: Some(format!("calibration|{role}")),
+                    ..planned(d::calibration_variant(s, f))
+                };
+                (format!("{role}|{f}"), m)
             };
             steps(s).into_iter().map(variant)
         })
-        .collect();
+        .unzip();
     let job = Job {
         sub: "calibration",
+        keys: &keys,
         samples: d::CALIBRATION_SAMPLES,
         methods: &methods,
         prompts: &calib,
         label: "calibration",
     };
-    let (stores, done) = run.sample(&job, budget).await?;
-    if !done {
+    if !run.sample_kept(&job, ledger, budget).await? {
         return Ok(false);
     }
-    let arms = fitted(matched, &methods, &stores);
+    let entropies: Vec<f64> = keys
+        .iter()
+        .map(|k| online_entropy(&ledger.values("calibration", k)))
+        .collect();
+    let arms = fitted(matched, &methods, &entropies);
     write_json(&arms_path, &arms)?;
     eprintln!(
         "calibrated {} arms to {:.3} nats → {}",
         arms.len(),
-        online_entropy(&stores[0]),
+        entropies[0],
         arms_path.display()
     );
     Ok(true)
 }
 
-/// The mean entropy of the distributions a store's samples were drawn from.
-fn online_entropy(st: &Store) -> f64 {
-    let h: Vec<f64> = st
-        .samples
-        .iter()
-        .flat_map(|s| s.trace.entropy.clone())
-        .collect();
-    h.iter().sum::<f64>() / h.len().max(1) as f64
+/// A prompt's row in the ledger: the calibration's (sum of the entropies of the
+/// distributions its samples were drawn from, their count), the main run's
+/// [`PromptRow`] flattened (`None`: nothing judged to measure).
+fn row_of(stage: &str, samples: &[Sample]) -> Option<Vec<f64>> {
+    match stage {
+        "calibration" => {
+            let h: Vec<f64> = samples
+                .iter()
+                .flat_map(|s| s.trace.entropy.iter().copied())
+                .collect();
+            Some(vec![h.iter().sum(), h.len() as f64])
+        }
+        _ => {
+            let (lp, d2, thesis) = prompt_row(samples)?;
+            Some([&[lp, d2][..], &thesis[..]].concat())
+        }
+    }
+}
+
+/// The mean online entropy over a variant's calibration rows (entropy sums and counts).
+fn online_entropy(rows: &HashMap<usize, Vec<f64>>) -> f64 {
+    let (sum, n) = rows
+        .values()
+        .fold((0.0, 0.0), |(s, n), r| (s + r[0], n + r[1]));
+    sum / f64::max(n, 1.0)
 }
 
 /// The arms at their calibrated steps: `methods` hold each arm's variants in `matched`'s
-/// order (plain temperature first, one variant: its entropy is the target).
+/// order (plain temperature first, one variant: its entropy is the target), `entropies`
+/// their mean online entropies.
 fn fitted(
     matched: Vec<(String, bool, Sampler)>,
     methods: &[Planned],
-    stores: &[Store],
+    entropies: &[f64],
 ) -> Vec<Arm> {
-    let target = online_entropy(&stores[0]);
+    let target = entropies[0];
     let mut arms = vec![];
     let mut k = 0;
     for (role, primary, s) in matched {
@@ -525,7 +673,7 @@ fn fitted(
             _ => d::CALIBRATION_SCALES.len(),
         };
         let points: Vec<(f64, f64)> = (k..k + n)
-            .map(|j| (methods[j].t_scale, online_entropy(&stores[j])))
+            .map(|j| (methods[j].t_scale, entropies[j]))
             .collect();
         k += n;
         let (step, bracketed) = match n {
@@ -616,42 +764,37 @@ fn arm_method(a: &Arm) -> Planned {
 }
 
 /// Stage 3: the main run, prompt by prompt over every arm.
-async fn main_run(run: &Run<'_>, budget: &mut Budget) -> anyhow::Result<bool> {
-    let arms: Vec<Arm> = read_json(&run.dir.join("arms.json"))
+async fn main_run(run: &Run<'_>, ledger: &mut Ledger, budget: &mut Budget) -> anyhow::Result<bool> {
+    let arms: Vec<Arm> = read_json(&run.kept.join("arms.json"))
         .ok_or_else(|| anyhow::anyhow!("no arms.json: run the calibration first"))?;
-    let main: Vec<(usize, String)> = prompts::decisive_main().into_iter().enumerate().collect();
-    let draws = run.cell.draws(run.level, d::MAIN_SAMPLES);
-    let mdir = run.dir.join("main");
-    std::fs::create_dir_all(&mdir)?;
+    let main: Vec<String> = prompts::decisive_main();
+    let main: Vec<(usize, &str)> = main.iter().map(|p| p.as_str()).enumerate().collect();
     let methods: Vec<Planned> = arms.iter().map(arm_method).collect();
+    let keys: Vec<String> = arms.iter().map(|a| a.role.clone()).collect();
     // The primary arms come first (the calibration writes them so): a prompt past the
     // secondary arms' share runs the leading slice.
     let primaries = arms.iter().take_while(|a| a.primary).count();
     if arms[primaries..].iter().any(|a| a.primary) {
         anyhow::bail!("arms.json lists a primary arm after a secondary one");
     }
-    let mut stores: Vec<Store> = methods
-        .iter()
-        .map(|m| Store::open(&mdir, m, d::MAX_TOKENS))
-        .collect::<Result<_, _>>()?;
-    let bar = progress(main.len(), "main");
-    for (p, prompt) in &main {
-        if budget.over() {
-            bar.abandon();
+    // Every arm on the first prompts, the primary ones on the rest.
+    let (first, rest) = main.split_at(d::SECONDARY_PROMPTS.min(main.len()));
+    for (prompts, k, label) in [
+        (first, arms.len(), "main: every arm"),
+        (rest, primaries, "main: primary arms"),
+    ] {
+        let job = Job {
+            sub: "main",
+            keys: &keys[..k],
+            samples: d::MAIN_SAMPLES,
+            methods: &methods[..k],
+            prompts,
+            label,
+        };
+        if !run.sample_kept(&job, ledger, budget).await? {
             return Ok(false);
         }
-        let k = if *p < d::SECONDARY_PROMPTS {
-            arms.len()
-        } else {
-            primaries
-        };
-        let mut n = 0;
-        let (ms, st) = (&methods[..k], &mut stores[..k]);
-        confirm::run_prompts(draws, ms, st, &[(*p, prompt.as_str())], || n += 1).await?;
-        budget.samples += n;
-        bar.set_position(*p as u64 + 1);
     }
-    bar.finish();
     Ok(true)
 }
 
@@ -672,15 +815,16 @@ struct Comparison {
 type PromptRow = (f64, f64, [f64; d::THESIS_MEASURES]);
 
 /// Stage 4: the calls, the thesis measures and the arms' entropies.
-fn report(dir: &Path) -> anyhow::Result<()> {
+fn report(dir: &Path, ledger: &Ledger) -> anyhow::Result<()> {
     let arms: Vec<Arm> = read_json(&dir.join("arms.json"))
         .ok_or_else(|| anyhow::anyhow!("no arms.json: run the calibration first"))?;
-    let mdir = dir.join("main");
     let per: Vec<HashMap<usize, PromptRow>> = arms
         .iter()
         .map(|a| {
-            let samples = confirm::read_samples(&mdir, &arm_method(a), d::MAX_TOKENS);
-            per_prompt(&samples)
+            let rows = ledger.values("main", &a.role);
+            rows.into_iter()
+                .filter_map(|(p, v)| Some((p, row_from(&v)?)))
+                .collect()
         })
         .collect();
     let role = |r: &str| arms.iter().position(|a| a.role == r);
@@ -701,22 +845,22 @@ fn report(dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// An arm's measures by prompt, for the prompts whose samples were judged.
-fn per_prompt(samples: &[Sample]) -> HashMap<usize, PromptRow> {
-    let mut m = HashMap::new();
-    for s in by_prompt(samples, d::MAIN_SAMPLES) {
-        let refs: Vec<&Sample> = s.iter().collect();
-        let (Some(pm), Some(th)) = (confirm::PromptMeasures::of(&refs), d::thesis(&s)) else {
-            continue;
-        };
-        if pm.judged_logprob_per_byte.is_finite() {
-            m.insert(
-                s[0].prompt,
-                (pm.judged_logprob_per_byte, pm.distinct[1], th),
-            );
-        }
-    }
-    m
+/// One prompt's measures from its samples (`None` unless they were judged).
+fn prompt_row(samples: &[Sample]) -> Option<PromptRow> {
+    let refs: Vec<&Sample> = samples.iter().collect();
+    let pm = confirm::PromptMeasures::of(&refs)?;
+    let th = d::thesis(samples)?;
+    pm.judged_logprob_per_byte.is_finite().then_some((
+        pm.judged_logprob_per_byte,
+        pm.distinct[1],
+        th,
+    ))
+}
+
+/// A main-run row of the ledger read back as a [`PromptRow`].
+fn row_from(v: &[f64]) -> Option<PromptRow> {
+    let thesis: [f64; d::THESIS_MEASURES] = v.get(2..)?.try_into().ok()?;
+    Some((*v.first()?, *v.get(1)?, thesis))
 }
 
 /// One comparison (HLG arm `a` minus arm `b`, paired by prompt) with the protocol's calls;
@@ -870,27 +1014,25 @@ mod tests {
         out
     }
 
-    /// Each arm's calibration variants in `matched`'s order, one sample each on disk whose
-    /// online entropy is the arm's `entropies` at that step.
-    fn calibration_stores(
-        dir: &Path,
+    /// Each arm's calibration variants in `matched`'s order, and their online entropies
+    /// as the ledger's rows give them (one prompt per variant, `entropies` per arm).
+    fn calibration_variants(
         matched: &[(String, bool, Sampler)],
         entropies: &[Vec<f64>],
-    ) -> (Vec<Planned>, Vec<Store>) {
+    ) -> (Vec<Planned>, Vec<f64>) {
         let mut methods = vec![];
-        let mut stores = vec![];
+        let mut means = vec![];
         for ((_, _, s), hs) in matched.iter().zip(entropies) {
             let steps: Vec<f64> = match hs.len() {
                 1 => vec![1.0],
                 _ => d::CALIBRATION_SCALES.to_vec(),
             };
             for (f, &h) in steps.iter().zip(hs) {
-                let m = Planned {
+                methods.push(Planned {
                     t_scale: *f,
                     ..planned(d::calibration_variant(s, *f))
-                };
-                let mut st = Store::open(dir, &m, d::MAX_TOKENS).unwrap();
-                st.push(Sample {
+                });
+                let sample = Sample {
                     prompt: 0,
                     prompt_text: "p".into(),
                     sample: 0,
@@ -901,13 +1043,12 @@ mod tests {
                         shape: vec![],
                     },
                     judged: None,
-                })
-                .unwrap();
-                methods.push(m);
-                stores.push(st);
+                };
+                let row = row_of("calibration", &[sample]).unwrap();
+                means.push(online_entropy(&HashMap::from([(0, row)])));
             }
         }
-        (methods, stores)
+        (methods, means)
     }
 
     /// The calibration's fit: each arm's steps and their online entropies on disk, the
@@ -915,9 +1056,6 @@ mod tests {
     /// it (adaptive-p: its cut), and a target no step brackets flagged.
     #[test]
     fn the_calibration_fits_each_arm_to_the_target() {
-        let dir = std::env::temp_dir().join(format!("hlg-decisive-fit-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
         let temperature = Sampler::Temperature { t: 1.0 };
         let min_p = Sampler::MinP {
             t: 1.2,
@@ -937,8 +1075,8 @@ mod tests {
         // Online entropies: temperature 2.0 (the target); min-p 1.8, 2.2, 2.6 over its
         // three steps (bracketed between the first two); adaptive-p all above (not).
         let entropies = [vec![2.0], vec![1.8, 2.2, 2.6], vec![2.5, 2.7, 2.9]];
-        let (methods, stores) = calibration_stores(&dir, &matched, &entropies);
-        let arms = fitted(matched, &methods, &stores);
+        let (methods, means) = calibration_variants(&matched, &entropies);
+        let arms = fitted(matched, &methods, &means);
         assert_eq!(arms.len(), 3);
         assert_eq!(
             (arms[0].role.as_str(), arms[0].sampler.temperature()),
@@ -957,7 +1095,26 @@ mod tests {
             panic!("{:?}", arms[2].sampler)
         };
         assert!(min_p > 0.01 / 0.9f64.powi(8) && t == 1.0, "{min_p}");
-        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// An arm's rows by prompt as the report reads them: each prompt's samples measured
+    /// into its ledger row and read back.
+    fn per_prompt(samples: &[Sample]) -> HashMap<usize, PromptRow> {
+        by_prompt(samples, d::MAIN_SAMPLES)
+            .into_iter()
+            .filter_map(|s| Some((s[0].prompt, row_from(&row_of("main", &s)?)?)))
+            .collect()
+    }
+
+    /// The calibration's rows add up over prompts: the mean is over every token drawn,
+    /// not a mean of the prompts' means.
+    #[test]
+    fn calibration_rows_average_over_tokens() {
+        let rows = HashMap::from([(0, vec![8.0, 4.0]), (1, vec![1.0, 1.0])]);
+        assert!((online_entropy(&rows) - 9.0 / 5.0).abs() < 1e-12);
+        assert_eq!(online_entropy(&HashMap::new()), 0.0);
+        // A row of the wrong length is no prompt row.
+        assert!(row_from(&[1.0, 2.0]).is_none());
     }
 
     #[test]
