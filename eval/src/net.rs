@@ -342,6 +342,20 @@ impl Net {
         cont: &[u32],
         mut each: impl FnMut(&[f32], u32) -> Result<()>,
     ) -> Result<()> {
+        self.forced_blocks(context, cont, |rows, tokens| {
+            rows.iter()
+                .zip(tokens)
+                .try_for_each(|(row, &c)| each(row, c))
+        })
+    }
+
+    /// [`Net::forced`] a block of up to 64 positions at a time: `each(logits, tokens)`.
+    fn forced_blocks(
+        &self,
+        context: &[u32],
+        cont: &[u32],
+        mut each: impl FnMut(&[Vec<f32>], &[u32]) -> Result<()>,
+    ) -> Result<()> {
         let Some((_, forced)) = cont.split_last() else {
             return Ok(());
         };
@@ -357,22 +371,38 @@ impl Net {
         // In blocks: a row of Gemma's logits is 1 MB.
         for (b, chunk) in cont.chunks(64).enumerate() {
             let rows: Vec<Vec<f32>> = self.logits(&h.narrow(0, b * 64, chunk.len())?)?.to_vec2()?;
-            for (row, &c) in rows.iter().zip(chunk) {
-                each(row, c)?;
-            }
+            each(&rows, chunk)?;
         }
         Ok(())
     }
 
     /// The log-probability of each token of `cont` after `context`, teacher-forced in one
-    /// pass ([`Net::forced`]): the judgement both one-pass judges give.
+    /// pass ([`Net::forced`]): the judgement both one-pass judges give. Each position's
+    /// normaliser (a sum of exponentials over the vocabulary, in `f64`: a third of a
+    /// Gemma judgement when done on one core) is computed on every core, a position per
+    /// task, so the values are the sequential ones bit for bit.
     pub fn forced_logprobs(&self, context: &[u32], cont: &[u32]) -> Result<Vec<f64>> {
+        use rayon::prelude::*;
         let mut out = Vec::with_capacity(cont.len());
-        self.forced(context, cont, |row, c| {
-            let lp = crate::metrics::log_softmax(row, 1.0).ok_or_else(|| {
-                candle_core::Error::Msg("the judge's logits have no finite value".into())
-            })?;
-            out.push(lp[c as usize]);
+        self.forced_blocks(context, cont, |rows, tokens| {
+            let lps: Vec<Option<f64>> = rows
+                .par_iter()
+                .zip(tokens)
+                .map(|(row, &c)| {
+                    let lse = crate::metrics::log_sum_exp(row, 1.0)?;
+                    let v = row[c as usize];
+                    Some(if v.is_finite() {
+                        v as f64 - lse
+                    } else {
+                        f64::NEG_INFINITY
+                    })
+                })
+                .collect();
+            for lp in lps {
+                out.push(lp.ok_or_else(|| {
+                    candle_core::Error::Msg("the judge's logits have no finite value".into())
+                })?);
+            }
             Ok(())
         })?;
         Ok(out)

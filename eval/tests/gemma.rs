@@ -5,6 +5,7 @@
 
 use mistralrs_hlg_eval::gemma::{self, Gemma};
 use mistralrs_hlg_eval::generate::SplitMix;
+use mistralrs_hlg_eval::metrics;
 use mistralrs_hlg_eval::prompts;
 use mistralrs_hlg_eval::sampler::Sampler;
 
@@ -63,6 +64,18 @@ fn gemma_fetches_tokenizes_generates_and_judges() {
     // the sampler read the same model.
     let first = g.judge(prompt, " Paris").unwrap();
     assert_eq!(first.logprobs, trace.base_logprob[..1]);
+    // The judge's normalisers run on every core; each value is the full log-softmax's
+    // entry at the token, bit for bit (over more than one block of 64 positions).
+    let long = " Paris, on the Seine, is the capital. ".repeat(12);
+    let judged = g.judge(prompt, &long).unwrap();
+    let (tokens, rows) = g.forced_rows(prompt, &long).unwrap();
+    assert!(tokens.len() > 64, "{}", tokens.len());
+    let full: Vec<f64> = rows
+        .iter()
+        .zip(&tokens)
+        .map(|(r, &c)| metrics::log_softmax(r, 1.0).unwrap()[c as usize])
+        .collect();
+    assert_eq!(judged.logprobs, full);
 }
 
 /// The sampled guardrail on Gemma: each item, a new line and "Answer:", continued; greedy
