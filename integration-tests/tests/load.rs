@@ -26,10 +26,6 @@ use mistralrs_hlg_integration_tests::{
 };
 use serde_json::{json, Value};
 
-async fn server(batching: &str) -> Server {
-    server_with(batching, None).await
-}
-
 async fn server_with(batching: &str, prefix_cache_n: Option<usize>) -> Server {
     let opts = HlgServerOptions {
         batching: Some(batching.into()),
@@ -365,7 +361,17 @@ fn sample_rss(deadline: Instant, t0: Instant) -> tokio::task::JoinHandle<Vec<(u6
 async fn load_run() {
     let secs: u64 = env_or("MISTRALRS_HLG_LOAD_SECS", 600);
     let clients: usize = env_or("MISTRALRS_HLG_LOAD_CLIENTS", 32);
-    let s = server("auto").await;
+    // The control runs (`scripts/load --batching serial`, `--prefix-cache-n 0`): which
+    // of the engine's batching and its prefix cache a symptom comes from.
+    let batching: String = env_or("MISTRALRS_HLG_LOAD_BATCHING", "auto".to_string());
+    let cache: Option<usize> = std::env::var("MISTRALRS_HLG_LOAD_PREFIX_CACHE_N")
+        .ok()
+        .map(|v| {
+            v.parse()
+                .expect("MISTRALRS_HLG_LOAD_PREFIX_CACHE_N is a count")
+        });
+    println!("load: --hlg-batching {batching}, --prefix-cache-n {cache:?} (None: the default)");
+    let s = server_with(&batching, cache).await;
     let client = reqwest::Client::new();
     let kinds = kinds();
     // Clients step through the kinds 7 at a time: each walks every kind when 7 is prime

@@ -602,10 +602,12 @@ impl HlgServerOptions {
     }
 
     /// How the engine takes requests with these options: one at a time or batched, and
-    /// `n > 1` split or batched. `--hlg-batching auto` (the default) probes the engine
-    /// ([`super::engine::probe`]): batched only where its batched rows are right (the
-    /// patched engines, with streamed `n > 1` split: [`Choices::SplitStreams`]), serial
-    /// and split where they are mixed (mistral.rs 0.8.1 on the CPU) or fail (0.9.2);
+    /// `n > 1` split or batched. `--hlg-batching auto` (the default) is serial on the CPU
+    /// (batching buys no throughput there, and with a prefix cache it let concurrent
+    /// requests corrupt each other on the patched 0.8.1 engine: docs/SERVING.md); on
+    /// an accelerator it probes the engine ([`super::engine::probe`]): batched only where
+    /// its batched rows are right (with streamed `n > 1` split:
+    /// [`Choices::SplitStreams`]), serial and split where they are mixed or fail.
     /// `--hlg-n-choices` overrides the split.
     ///
     /// ```
@@ -654,19 +656,22 @@ impl HlgServerOptions {
 }
 
 /// Whether the engine must run one request at a time: as `--hlg-batching` says, or, for
-/// `auto`, as the start-up probe finds (serial when it fails).
+/// `auto`, serial on the CPU and elsewhere as the start-up probe finds (serial when it
+/// fails). The probe runs on the CPU too, for its log line.
 async fn concurrency(batching: Batching, mistralrs: &SharedMistralRsState) -> Concurrency {
     match batching {
         Batching::Serial => Concurrency::Serial,
         Batching::On => Concurrency::Concurrent,
         Batching::Auto => {
+            let on_cpu = mistralrs.config(None).is_ok_and(|c| c.device.is_cpu());
             let report = super::engine::probe(mistralrs).await;
             match &report {
+                _ if on_cpu => tracing::info!(probe = ?report, "on the CPU: one request at a time in the engine, the others queue (batching buys no throughput here, and with a prefix cache concurrent requests corrupted each other; --hlg-batching on lifts this)"),
                 Ok(r) if r.rows_independent => tracing::info!(max_abs_diff = r.max_abs_diff, "the engine decodes batched rows correctly: batching on"),
-                Ok(r) => tracing::warn!(max_abs_diff = r.max_abs_diff, "the engine decodes batched rows wrongly (mistral.rs 0.8.1 on the CPU): one request at a time in the engine, the others queue (--hlg-batching on lifts this on a patched engine)"),
+                Ok(r) => tracing::warn!(max_abs_diff = r.max_abs_diff, "the engine decodes batched rows wrongly: one request at a time in the engine, the others queue"),
                 Err(e) => tracing::warn!("the batching probe failed ({e}): one request at a time in the engine"),
             }
-            if report.is_ok_and(|r| r.rows_independent) {
+            if !on_cpu && report.is_ok_and(|r| r.rows_independent) {
                 Concurrency::Concurrent
             } else {
                 Concurrency::Serial

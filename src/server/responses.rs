@@ -64,7 +64,7 @@ pub(super) async fn create(
         Err(resp) => return resp,
     };
     if req.n_choices > 1 && s.choices.splits(req.stream.unwrap_or(false)) {
-        return openai_error(StatusCode::BAD_REQUEST, format!("`n` = {} with HLG on /v1/responses: this server splits `n > 1` into single generations (--hlg-n-choices split, the default where the engine decodes a batch's choices wrongly, and for streams on mistral.rs 0.8.1), which a response cannot hold; send one request per choice, or use /v1/chat/completions, which splits them", req.n_choices), Some("n"));
+        return openai_error(StatusCode::BAD_REQUEST, format!("`n` = {} with HLG on /v1/responses: this server splits `n > 1` into single generations (--hlg-n-choices split: the default on the CPU, and for streams on mistral.rs 0.8.1), which a response cannot hold; send one request per choice, or use /v1/chat/completions, which splits them", req.n_choices), Some("n"));
     }
     let call = match Call::new(req, prior) {
         Ok(c) => c,

@@ -13,13 +13,13 @@ use super::gate::Concurrency;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Choices {
     /// As `n` single-choice generations, one after another, merged into one response: the
-    /// default while the pinned mistral.rs (0.8.1) corrupts the choices of a batched
-    /// request on the CPU (see `docs/NOTES.md`).
+    /// default on the CPU, and wherever the engine decodes a batch's rows wrongly (see
+    /// `docs/SERVING.md`).
     Split,
     /// As upstream does: one request with `n` sequences, batched.
     Batched,
-    /// Batched for a whole answer, split for a stream: the default on an engine that
-    /// batches correctly (a patched 0.8.1). mistral.rs 0.8.1 streams the `n` sequences of
+    /// Batched for a whole answer, split for a stream: the default off the CPU on an
+    /// engine that batches correctly. mistral.rs 0.8.1 streams the `n` sequences of
     /// a request as one group and, under concurrent load, ends some of those streams
     /// without `[DONE]` (`docs/NOTES.md`, "Prefix reuse on the CPU").
     SplitStreams,
@@ -50,8 +50,8 @@ impl Choices {
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Batching {
-    /// Probe the engine at start-up: batch when it decodes batched rows as it decodes them
-    /// alone, otherwise [`Batching::Serial`]. The default.
+    /// [`Batching::Serial`] on the CPU; elsewhere probe the engine at start-up and batch
+    /// when it decodes batched rows as it decodes them alone. The default.
     Auto,
     /// One request in the engine at a time, whatever the probe would say.
     Serial,
