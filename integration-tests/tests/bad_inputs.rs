@@ -631,9 +631,8 @@ async fn run(s: &Server, cases: &[Case], good_auth: Option<&str>) -> usize {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn every_bad_request_is_a_named_4xx_and_the_server_keeps_serving() {
-    // `n > 1` split whatever the engine (the default only where its batched choices are
-    // wrong), so that the catalogue's `n = 2` case on /v1/responses means the same on
-    // every host.
+    // `n > 1` split whatever the engine and device (the default on the CPU), so that the
+    // catalogue's `n = 2` case on /v1/responses means the same everywhere.
     let opts = HlgServerOptions {
         n_choices: Some("split".into()),
         ..Default::default()
