@@ -356,13 +356,10 @@ fn sample_rss(deadline: Instant, t0: Instant) -> tokio::task::JoinHandle<Vec<(u6
     })
 }
 
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "minutes long: scripts/load"]
-async fn load_run() {
-    let secs: u64 = env_or("MISTRALRS_HLG_LOAD_SECS", 600);
-    let clients: usize = env_or("MISTRALRS_HLG_LOAD_CLIENTS", 32);
-    // The control runs (`scripts/load --batching serial`, `--prefix-cache-n 0`): which
-    // of the engine's batching and its prefix cache a symptom comes from.
+/// The load run's server, with the engine's batching and prefix cache as the control
+/// runs set them (`scripts/load --batching serial`, `--prefix-cache-n 0`: which of the
+/// two a symptom comes from); by default as `serve` picks them.
+async fn control_server() -> Server {
     let batching: String = env_or("MISTRALRS_HLG_LOAD_BATCHING", "auto".to_string());
     let cache: Option<usize> = std::env::var("MISTRALRS_HLG_LOAD_PREFIX_CACHE_N")
         .ok()
@@ -371,7 +368,15 @@ async fn load_run() {
                 .expect("MISTRALRS_HLG_LOAD_PREFIX_CACHE_N is a count")
         });
     println!("load: --hlg-batching {batching}, --prefix-cache-n {cache:?} (None: the default)");
-    let s = server_with(&batching, cache).await;
+    server_with(&batching, cache).await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "minutes long: scripts/load"]
+async fn load_run() {
+    let secs: u64 = env_or("MISTRALRS_HLG_LOAD_SECS", 600);
+    let clients: usize = env_or("MISTRALRS_HLG_LOAD_CLIENTS", 32);
+    let s = control_server().await;
     let client = reqwest::Client::new();
     let kinds = kinds();
     // Clients step through the kinds 7 at a time: each walks every kind when 7 is prime
