@@ -6,7 +6,7 @@
 #![cfg(feature = "gemma")]
 
 use mistralrs_hlg_eval::capture;
-use mistralrs_hlg_eval::generate::{generate_seeded, judge, SplitMix};
+use mistralrs_hlg_eval::generate::{generate_seeded, judge, SplitMix, Trace};
 use mistralrs_hlg_eval::onepass::OnePass;
 use mistralrs_hlg_eval::prompts;
 use mistralrs_hlg_eval::sampler::Sampler;
@@ -109,8 +109,42 @@ async fn one_pass_samples_in_batches_as_alone() {
     );
 }
 
+/// A row decoded in a batch against the same row alone: every step's distribution the
+/// same up to the rounding of a product over more rows (entropy and the drawn token's
+/// log-prob within 1e-4), and the same text, except that the two may part at a draw from
+/// the same distribution into its deep tail (both tokens under 1e-4): there tokens are
+/// narrower than the rounding of the cumulative sum that places the draw (about 1e-5
+/// after 49,152 terms), so another kernel's rounding picks a neighbour (seen on an AMD
+/// EPYC: two tokens of probability 1.3e-6 and 6.8e-7 at step 5).
+fn same_until_a_tail_draw(p: usize, (text, trace): (&String, &Trace), alone: &(String, Trace)) {
+    let (a, b) = (trace, &alone.1);
+    let steps = a.entropy.len().min(b.entropy.len());
+    for k in 0..steps {
+        let dh = (a.entropy[k] - b.entropy[k]).abs();
+        assert!(
+            dh < 1e-4,
+            "prompt {p}, step {k}: entropy {} alone {}",
+            a.entropy[k],
+            b.entropy[k]
+        );
+        let (la, lb) = (a.base_logprob[k], b.base_logprob[k]);
+        if (la - lb).abs() >= 1e-4 {
+            let tail = 1e-4f64.ln();
+            assert!(
+                la < tail && lb < tail,
+                "prompt {p}, step {k}: the draws part outside the tail ({la}, {lb}): {text:?} / {:?}",
+                alone.0
+            );
+            println!("prompt {p}: parted at step {k}, a tail draw ({la:.2} / {lb:.2} nats)");
+            return;
+        }
+    }
+    assert_eq!(*text, alone.0, "prompt {p}");
+}
+
 /// Rows after different prompts decoded as one batch (the shorter prompts padded on the
-/// left, `decode::decode_across`) are the rows of each prompt decoded alone.
+/// left, `decode::decode_across`) are the rows of each prompt decoded alone
+/// ([`same_until_a_tail_draw`]).
 #[tokio::test(flavor = "multi_thread")]
 async fn rows_across_prompts_are_the_rows_alone() {
     use mistralrs_hlg_eval::decode::Row;
@@ -136,10 +170,7 @@ async fn rows_across_prompts_are_the_rows_alone() {
             .await
             .unwrap()
             .remove(0);
-        assert_eq!(*text, alone.0, "prompt {p}");
-        for (a, b) in trace.base_logprob.iter().zip(&alone.1.base_logprob) {
-            assert!((a - b).abs() < 1e-3, "prompt {p}: {a} {b}");
-        }
+        same_until_a_tail_draw(*p, (text, trace), &alone);
     }
 }
 
