@@ -132,9 +132,10 @@ impl Tiny {
     /// The probe, on an engine of its own: batched rows right on the patched engines
     /// except for [`ROWS_DIFFER_ON_0_9`] (where a batch of two rows either fails in the
     /// engine or differs from single rows); the default serial on the CPU whatever it
-    /// finds (docs/SERVING.md).
+    /// finds (docs/SERVING.md). The probed engine samples afterwards as a fresh one does.
     async fn probe_decides(&self, arch: Arch) -> EngineMode {
-        let report = probe(&*engine(&self.src).await).await;
+        let probed = engine(&self.src).await;
+        let report = probe(&*probed).await;
         let measured = match &report {
             Ok(r) => format!("batched rows within {} nats of single ones", r.max_abs_diff),
             Err(e) => format!(
@@ -156,6 +157,17 @@ impl Tiny {
             "{what}"
         );
         assert_eq!(mode.concurrency, Concurrency::Serial, "{what}");
+        let after = run_prompts(
+            &plugin(probed, HlgConfig::default()).await,
+            MAX_TOKENS,
+            &hlg_request(),
+        )
+        .await;
+        let fresh = run_prompts(&self.fresh().await, MAX_TOKENS, &hlg_request()).await;
+        assert_eq!(
+            after, fresh,
+            "{what}: the probe changed what the engine samples"
+        );
         mode
     }
 

@@ -90,12 +90,12 @@ async fn probe_sees_the_batched_rows_bug() {
 }
 
 /// The default (`--hlg-batching auto`, `--hlg-n-choices` unset) runs one request at a
-/// time and splits `n > 1` on the CPU, whatever the probe finds: on the patched engine,
-/// whose batched rows are right, batching with its prefix cache let concurrent requests
-/// corrupt each other under load, and bought no throughput (docs/SERVING.md). What the
-/// probe finds on each engine: `probe_sees_the_batched_rows_bug`.
+/// time and splits `n > 1` on the CPU, without probing: on the patched engine, whose
+/// batched rows are right, batching with its prefix cache let concurrent requests corrupt
+/// each other under load, and bought no throughput (docs/SERVING.md). What the probe
+/// finds on each engine: `probe_sees_the_batched_rows_bug`.
 #[tokio::test(flavor = "multi_thread")]
-async fn the_default_is_serial_on_the_cpu_whatever_the_probe_finds() {
+async fn the_default_is_serial_on_the_cpu() {
     let _one = one_at_a_time().await;
     let mode = HlgServerOptions::default()
         .engine_mode(&engine().await)

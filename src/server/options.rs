@@ -287,10 +287,10 @@ pub struct HlgServerOptions {
     #[arg(long = "hlg-n-choices", alias = "n-choices", value_name = "split|batched", value_parser = ["split", "batched"])]
     #[serde(default, rename = "hlg-n-choices", alias = "hlg_n_choices")]
     pub n_choices: Option<String>,
-    /// How many requests the engine runs at once: `auto` (the default) probes the engine
-    /// at start-up and runs one request at a time when it decodes batched rows wrongly
-    /// (mistral.rs 0.8.1 on the CPU), any number otherwise; `serial` always one; `on`
-    /// never limits (a patched engine, or a GPU). Waiting requests queue; none is refused.
+    /// How many requests the engine runs at once: `auto` (the default) runs one at a time
+    /// on the CPU; elsewhere it probes the engine at start-up and runs one at a time when
+    /// it decodes batched rows wrongly, any number otherwise; `serial` always one; `on`
+    /// never limits. Waiting requests queue; none is refused.
     #[arg(long = "hlg-batching", value_name = "auto|serial|on", value_parser = Batching::NAMES)]
     #[serde(default, rename = "hlg-batching", alias = "hlg_batching")]
     pub batching: Option<String>,
@@ -415,7 +415,7 @@ impl HlgServerOptions {
 
     /// The whole router (see [`RouterBuilder`]) with these options, every value checked
     /// first: an error names the flag and the accepted values. With `--hlg-batching auto`
-    /// the engine is probed first ([`super::engine::probe`]).
+    /// off the CPU the engine is probed first ([`super::engine::probe`]).
     ///
     /// ```
     /// use mistralrs_hlg::server::{self, load, HlgServerOptions};
@@ -657,26 +657,35 @@ impl HlgServerOptions {
 
 /// Whether the engine must run one request at a time: as `--hlg-batching` says, or, for
 /// `auto`, serial on the CPU and elsewhere as the start-up probe finds (serial when it
-/// fails). The probe runs on the CPU too, for its log line.
+/// fails). The probe is not run on the CPU: it sends requests through the served engine,
+/// for a finding that would change nothing there.
 async fn concurrency(batching: Batching, mistralrs: &SharedMistralRsState) -> Concurrency {
     match batching {
         Batching::Serial => Concurrency::Serial,
         Batching::On => Concurrency::Concurrent,
-        Batching::Auto => {
-            let on_cpu = mistralrs.config(None).is_ok_and(|c| c.device.is_cpu());
-            let report = super::engine::probe(mistralrs).await;
-            match &report {
-                _ if on_cpu => tracing::info!(probe = ?report, "on the CPU: one request at a time in the engine, the others queue (batching buys no throughput here, and with a prefix cache concurrent requests corrupted each other; --hlg-batching on lifts this)"),
-                Ok(r) if r.rows_independent => tracing::info!(max_abs_diff = r.max_abs_diff, "the engine decodes batched rows correctly: batching on"),
-                Ok(r) => tracing::warn!(max_abs_diff = r.max_abs_diff, "the engine decodes batched rows wrongly: one request at a time in the engine, the others queue"),
-                Err(e) => tracing::warn!("the batching probe failed ({e}): one request at a time in the engine"),
-            }
-            if !on_cpu && report.is_ok_and(|r| r.rows_independent) {
+        Batching::Auto if mistralrs.config(None).is_ok_and(|c| c.device.is_cpu()) => {
+            tracing::info!("on the CPU: one request at a time in the engine, the others queue (batching buys no throughput here, and with a prefix cache concurrent requests corrupted each other; --hlg-batching on lifts this)");
+            Concurrency::Serial
+        }
+        Batching::Auto => match super::engine::probe(mistralrs).await {
+            Ok(r) if r.rows_independent => {
+                tracing::info!(
+                    max_abs_diff = r.max_abs_diff,
+                    "the engine decodes batched rows correctly: batching on"
+                );
                 Concurrency::Concurrent
-            } else {
+            }
+            Ok(r) => {
+                tracing::warn!(max_abs_diff = r.max_abs_diff, "the engine decodes batched rows wrongly: one request at a time in the engine, the others queue");
                 Concurrency::Serial
             }
-        }
+            Err(e) => {
+                tracing::warn!(
+                    "the batching probe failed ({e}): one request at a time in the engine"
+                );
+                Concurrency::Serial
+            }
+        },
     }
 }
 

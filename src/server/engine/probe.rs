@@ -131,15 +131,23 @@ async fn probe_run(
         .send(Request::Normal(Box::new(request)))
         .await
         .map_err(|_| failed("the engine is not running".into()))?;
-    // One response ends the request: its completion or its error.
+    // The completion ends the request. An error is sent once per row, and the receiver
+    // must outlive every send: mistral.rs 0.8.1 unwraps each, so dropping it after the
+    // first of two would kill the engine's thread (upstream reboots it on the next
+    // request), in the server's own engine.
+    let mut error = None;
     loop {
         match rx.recv().await {
             Some(Response::CompletionDone(_)) => break,
-            Some(Response::CompletionModelError(e, _)) => return Err(failed(e)),
-            Some(Response::InternalError(e)) => return Err(failed(e.to_string())),
-            Some(Response::ValidationError(e)) => return Err(failed(e.to_string())),
+            Some(Response::CompletionModelError(e, _)) => error = error.or(Some(e)),
+            Some(Response::InternalError(e)) => error = error.or(Some(e.to_string())),
+            Some(Response::ValidationError(e)) => error = error.or(Some(e.to_string())),
             Some(_) => {}
-            None => return Err(failed("the engine dropped it".into())),
+            None => {
+                return Err(failed(
+                    error.unwrap_or_else(|| "the engine dropped it".into()),
+                ))
+            }
         }
     }
     let seen = recorder
