@@ -135,7 +135,7 @@ impl Tiny {
     /// finds (docs/SERVING.md). The probed engine samples afterwards as a fresh one does.
     async fn probe_decides(&self, arch: Arch) -> EngineMode {
         let probed = engine(&self.src).await;
-        let report = probe(&*probed).await;
+        let report = probe(&probed).await;
         let measured = match &report {
             Ok(r) => format!("batched rows within {} nats of single ones", r.max_abs_diff),
             Err(e) => format!(

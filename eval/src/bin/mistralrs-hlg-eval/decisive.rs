@@ -224,42 +224,6 @@ struct Job<'a> {
     label: &'a str,
 }
 
-/// A job's samples, drawing what its stores lack; `false` when `--hours` stopped it.
-async fn sample_all(
-    draws: Draws<'_>,
-    dir: &Path,
-    job: &Job<'_>,
-    budget: &mut Budget,
-) -> anyhow::Result<(Vec<Store>, bool)> {
-    let Job {
-        methods,
-        prompts,
-        label,
-        ..
-    } = *job;
-    std::fs::create_dir_all(dir)?;
-    let mut stores: Vec<Store> = methods
-        .iter()
-        .map(|m| Store::open(dir, m, d::MAX_TOKENS))
-        .collect::<Result<_, _>>()?;
-    // As many prompts at once as fill a batch: their rows decode together.
-    let per_prompt = methods.len() * draws.samples;
-    let group = (draws.batch / per_prompt.max(1)).max(1);
-    let bar = progress(prompts.len(), label);
-    for (g, some) in prompts.chunks(group).enumerate() {
-        if budget.over() {
-            bar.abandon();
-            return Ok((stores, false));
-        }
-        let mut n = 0;
-        confirm::run_prompts(draws, methods, &mut stores, some, || n += 1).await?;
-        budget.samples += n;
-        bar.set_position(((g + 1) * group).min(prompts.len()) as u64);
-    }
-    bar.finish();
-    Ok((stores, true))
-}
-
 /// The samples of a store grouped by prompt index, the first `n` of each prompt (a store
 /// may hold more: a run stopped mid-batch, or an earlier size).
 fn by_prompt(samples: &[Sample], n: usize) -> Vec<Vec<Sample>> {
@@ -295,8 +259,8 @@ impl Run<'_> {
         job: &Job<'_>,
         budget: &mut Budget,
     ) -> anyhow::Result<(Vec<Store>, bool)> {
-        let draws = self.cell.draws(self.level, job.samples);
-        sample_all(draws, &self.dir.join(job.sub), job, budget).await
+        self.draw_groups(job, job.prompts, budget, |_, _| Ok(()))
+            .await
     }
 
     /// A job drawn group by group of prompts, skipping the prompts the ledger holds for
@@ -308,32 +272,15 @@ impl Run<'_> {
         ledger: &mut Ledger,
         budget: &mut Budget,
     ) -> anyhow::Result<bool> {
-        let draws = self.cell.draws(self.level, job.samples);
-        let dir = self.dir.join(job.sub);
-        std::fs::create_dir_all(&dir)?;
-        let mut stores: Vec<Store> = job
-            .methods
-            .iter()
-            .map(|m| Store::open(&dir, m, d::MAX_TOKENS))
-            .collect::<Result<_, _>>()?;
         let todo: Vec<(usize, &str)> = job
             .prompts
             .iter()
             .copied()
             .filter(|(p, _)| job.keys.iter().any(|k| !ledger.has(job.sub, k, *p)))
             .collect();
-        let group = (draws.batch / (job.methods.len() * job.samples).max(1)).max(1);
-        let bar = progress(todo.len(), job.label);
-        for (g, some) in todo.chunks(group).enumerate() {
-            if budget.over() {
-                bar.abandon();
-                return Ok(false);
-            }
-            let mut n = 0;
-            confirm::run_prompts(draws, job.methods, &mut stores, some, || n += 1).await?;
-            budget.samples += n;
+        let record = |some: &[(usize, &str)], stores: &[Store]| {
             for &(p, text) in some {
-                for (key, st) in job.keys.iter().zip(&stores) {
+                for (key, st) in job.keys.iter().zip(stores) {
                     let mine: Vec<Sample> = st
                         .samples
                         .iter()
@@ -350,10 +297,46 @@ impl Run<'_> {
                     }
                 }
             }
-            bar.set_position(((g + 1) * group).min(todo.len()) as u64);
+            Ok(())
+        };
+        let (_, done) = self.draw_groups(job, &todo, budget, record).await?;
+        Ok(done)
+    }
+
+    /// `prompts` of a job drawn group by group into its stores (what they hold is not drawn
+    /// again), `after` called with each drawn group; `false` when `--hours` stopped it.
+    async fn draw_groups(
+        &self,
+        job: &Job<'_>,
+        prompts: &[(usize, &str)],
+        budget: &mut Budget,
+        mut after: impl FnMut(&[(usize, &str)], &[Store]) -> anyhow::Result<()>,
+    ) -> anyhow::Result<(Vec<Store>, bool)> {
+        let draws = self.cell.draws(self.level, job.samples);
+        let dir = self.dir.join(job.sub);
+        std::fs::create_dir_all(&dir)?;
+        let mut stores: Vec<Store> = job
+            .methods
+            .iter()
+            .map(|m| Store::open(&dir, m, d::MAX_TOKENS))
+            .collect::<Result<_, _>>()?;
+        // As many prompts at once as fill a batch: their rows decode together.
+        let per_prompt = job.methods.len() * draws.samples;
+        let group = (draws.batch / per_prompt.max(1)).max(1);
+        let bar = progress(prompts.len(), job.label);
+        for (g, some) in prompts.chunks(group).enumerate() {
+            if budget.over() {
+                bar.abandon();
+                return Ok((stores, false));
+            }
+            let mut n = 0;
+            confirm::run_prompts(draws, job.methods, &mut stores, some, || n += 1).await?;
+            budget.samples += n;
+            after(some, &stores)?;
+            bar.set_position(((g + 1) * group).min(prompts.len()) as u64);
         }
         bar.finish();
-        Ok(true)
+        Ok((stores, true))
     }
 
     /// Plain temperature's (judged log-prob per byte, distinct-2) on the selection
