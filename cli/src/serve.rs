@@ -64,6 +64,9 @@ pub async fn run(prepared: Prepared) -> anyhow::Result<()> {
         prefix_cache_n: opts.prefix_cache_n,
         isq: opts.isq.clone(),
     };
+    if let Some(warning) = opts.hlg.batching_warning(&engine) {
+        tracing::warn!("{warning}");
+    }
     let mistralrs = server::load::load_with(&source, &engine).await?;
     let router = opts.hlg.router_for(mistralrs, hints).await?;
     let host = opts.host.as_deref().unwrap_or("127.0.0.1");

@@ -413,6 +413,25 @@ impl HlgServerOptions {
         })
     }
 
+    /// What the operator is warned of at start-up about how the engine is set to batch:
+    /// `--hlg-batching on` on the CPU with a prefix cache, the combination that corrupted
+    /// concurrent answers in the load run (docs/SERVING.md).
+    ///
+    /// ```
+    /// use mistralrs_hlg::server::{load::EngineOptions, HlgServerOptions};
+    /// let on = HlgServerOptions { batching: Some("on".into()), ..Default::default() };
+    /// let cpu = |n| EngineOptions { cpu: true, prefix_cache_n: Some(n), ..Default::default() };
+    /// assert!(on.batching_warning(&cpu(4)).unwrap().contains("--prefix-cache-n 0"));
+    /// assert_eq!(on.batching_warning(&cpu(0)), None);
+    /// assert_eq!(HlgServerOptions::default().batching_warning(&cpu(4)), None);
+    /// ```
+    pub fn batching_warning(&self, engine: &super::load::EngineOptions) -> Option<String> {
+        let cache = engine.prefix_cache();
+        (self.batching() == Ok(Batching::On) && engine.on_cpu() && cache > 0).then(|| {
+            format!("--hlg-batching on with a prefix cache of {cache} on the CPU: in a load run this let concurrent requests corrupt each other's answers (docs/SERVING.md); add --prefix-cache-n 0, or leave batching to auto (serial on the CPU)")
+        })
+    }
+
     /// The whole router (see [`RouterBuilder`]) with these options, every value checked
     /// first: an error names the flag and the accepted values. With `--hlg-batching auto`
     /// off the CPU the engine is probed first ([`super::engine::probe`]).
