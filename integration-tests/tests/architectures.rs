@@ -104,10 +104,10 @@ async fn check(arch: Arch, vocab: usize) {
         src: model(arch, vocab),
         name: format!("{}-{vocab}", arch.name()),
     };
-    let mode = m.probe_decides(arch).await;
+    let (mode, probed_hlg) = m.probe_decides(arch).await;
     m.disabled_path_is_the_engines().await;
     let plain = m.identity_is_temperature().await;
-    m.hlg_changes_sampling(&plain).await;
+    m.hlg_changes_sampling(&plain, &probed_hlg).await;
     let router = m.n_choices_follow_the_rules(mode.choices).await;
     m.grammar_ends(&router).await;
     println!(
@@ -132,8 +132,9 @@ impl Tiny {
     /// The probe, on an engine of its own: batched rows right on the patched engines
     /// except for [`ROWS_DIFFER_ON_0_9`] (where a batch of two rows either fails in the
     /// engine or differs from single rows); the default serial on the CPU whatever it
-    /// finds (docs/SERVING.md). The probed engine samples afterwards as a fresh one does.
-    async fn probe_decides(&self, arch: Arch) -> EngineMode {
+    /// finds (docs/SERVING.md). Returns the mode and HLG's texts on the probed engine
+    /// (which [`Self::hlg_changes_sampling`] holds to a fresh engine's).
+    async fn probe_decides(&self, arch: Arch) -> (EngineMode, Vec<String>) {
         let probed = engine(&self.src).await;
         let report = probe(&probed).await;
         let measured = match &report {
@@ -163,12 +164,7 @@ impl Tiny {
             &hlg_request(),
         )
         .await;
-        let fresh = run_prompts(&self.fresh().await, MAX_TOKENS, &hlg_request()).await;
-        assert_eq!(
-            after, fresh,
-            "{what}: the probe changed what the engine samples"
-        );
-        mode
+        (mode, after)
     }
 
     /// The disabled path through the router the binaries build (probe included), against
@@ -223,8 +219,15 @@ impl Tiny {
         plain
     }
 
-    async fn hlg_changes_sampling(&self, plain: &[String]) {
+    /// HLG reproducible on fresh engines and on the probed one (`probed`), and not
+    /// temperature's text.
+    async fn hlg_changes_sampling(&self, plain: &[String], probed: &[String]) {
         let a = run_prompts(&self.fresh().await, MAX_TOKENS, &hlg_request()).await;
+        assert_eq!(
+            probed, a,
+            "{}: the probe changed what the engine samples",
+            self.name
+        );
         let b = run_prompts(&self.fresh().await, MAX_TOKENS, &hlg_request()).await;
         assert_eq!(
             a, b,
