@@ -6,7 +6,9 @@
 //! - every turn of a conversation answers as on an engine without the prefix cache,
 //!   greedy and sampled with HLG (the engine's sampling generator starts from the same
 //!   seed in each fresh engine, so the same requests in the same order draw the same);
-//! - a later turn's prompt costs a fraction of the whole history's.
+//! - a later turn's prompt costs a fraction of the whole history's;
+//! - with batching on, concurrent conversations, and greedy requests beside `n = 3`
+//!   ones, answer as alone (the scheduler fix of patch 0006).
 //!
 //! Memory over many conversations, with the registry's engine as the control:
 //! cli/tests/serve_memory.rs.
@@ -15,8 +17,11 @@ use axum::Router;
 use mistralrs_hlg::server::load::{
     engine_bounds_cpu_prefix_cache, EngineOptions, CPU_PREFIX_CACHE_N,
 };
+use mistralrs_hlg::server::HlgServerOptions;
 use mistralrs_hlg::HlgConfig;
-use mistralrs_hlg_integration_tests::{engine_with, plugin, post_ok, texts};
+use mistralrs_hlg_integration_tests::{
+    bird, chat, engine_with, model, plugin, post_ok, texts, Server,
+};
 use serde_json::{json, Value};
 
 /// One turn's reply, its tokens with their log-probabilities, and the engine's prompt
@@ -36,6 +41,18 @@ async fn router(prefix_cache_n: Option<usize>) -> Router {
     })
     .await;
     plugin(engine, HlgConfig::default()).await
+}
+
+/// A server's router over a fresh engine with the default prefix cache, batching on
+/// (`--hlg-batching on`: every request goes to the engine at once).
+async fn batching_router() -> Router {
+    HlgServerOptions {
+        batching: Some("on".into()),
+        ..Default::default()
+    }
+    .router_for(engine_with(EngineOptions::default()).await, model().hints())
+    .await
+    .expect("router")
 }
 
 /// A conversation of `users` turns. The assistant's messages are its replies, or
@@ -202,4 +219,114 @@ async fn turns_answer_as_without_the_cache_and_reuse_the_history() {
         assert!(agreed > 0, "HLG, turn {}: the first draw differs", i + 1);
         assert!(delta <= LOGPROB_BOUND, "HLG, turn {}: {delta}", i + 1);
     }
+}
+
+/// Several conversations at once on a server that batches (`--hlg-batching on`) with the
+/// bounded prefix cache: every greedy turn answers as the same conversation alone on an
+/// engine with the same cache (measured: the log-probs too, to the bit). Against an
+/// engine without the cache the cache's own rounding can part a near-tie (the test above).
+#[tokio::test(flavor = "multi_thread")]
+async fn concurrent_conversations_with_batching_answer_as_alone() {
+    if skip_on_the_registrys_engine("concurrent_conversations_with_batching") {
+        return;
+    }
+    const CONVERSATIONS: usize = 4;
+    const TURNS: usize = 3;
+    let greedy = json!({"temperature": 0.0});
+    let cached = router(None).await;
+    let mut alone = vec![];
+    for c in 0..CONVERSATIONS {
+        alone.push(converse(&cached, &users(c + 2, TURNS), None, &greedy).await);
+    }
+    let batched = batching_router().await;
+    let mut wrong = vec![];
+    for round in 0..2 {
+        let tasks: Vec<_> = (0..CONVERSATIONS)
+            .map(|c| {
+                let (r, g) = (batched.clone(), greedy.clone());
+                tokio::spawn(async move { converse(&r, &users(c + 2, TURNS), None, &g).await })
+            })
+            .collect();
+        for (c, t) in tasks.into_iter().enumerate() {
+            let together = t.await.expect("conversation task");
+            for (turn, (a, b)) in alone[c].iter().zip(&together).enumerate() {
+                let (agreed, delta) = agreement(a, b);
+                eprintln!(
+                    "round {round}, conversation {c}, turn {}: {agreed} tokens equal, |Δ logprob| ≤ {delta:.1e}",
+                    turn + 1
+                );
+                if a.reply != b.reply {
+                    eprintln!(
+                        "round {round}, conversation {c}, turn {}: alone {:?}, together {:?}",
+                        turn + 1,
+                        a.reply,
+                        b.reply
+                    );
+                    wrong.push((round, c, turn));
+                }
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} of {} turns differ from their conversation alone: {wrong:?}",
+        wrong.len(),
+        2 * CONVERSATIONS * TURNS
+    );
+}
+
+/// Greedy requests beside requests for three sampled choices, all at once, on a server
+/// that batches with the bounded prefix cache: each greedy answer is its solo run's.
+/// Without patch 0006 (`scheduler-parked-completions-resume-as-completions`) the host's
+/// scheduler made parked completions prompts again, and a prefix-cache hit prefilled a
+/// second time on its own cache answered with garbage: 5 of these 24 answers, in each of
+/// two runs (docs/NOTES.md).
+#[tokio::test(flavor = "multi_thread")]
+async fn greedy_beside_choices_with_batching_answer_as_alone() {
+    if skip_on_the_registrys_engine("greedy_beside_choices_with_batching") {
+        return;
+    }
+    let s = Server::start(batching_router().await).await;
+    let client = reqwest::Client::new();
+    let fruit = chat("Name a fruit.", 8, json!({"temperature": 0.9, "n": 3}));
+    let mut solo = vec![];
+    for i in 0..4 {
+        solo.push(bird(&s, &client, i, false).await.0);
+        let (status, _) = s.post(&client, "/v1/chat/completions", &fruit).await;
+        assert_eq!(status, 200);
+    }
+    let mut wrong = 0;
+    for round in 0..6 {
+        let mut tasks = vec![];
+        for i in 0..6 {
+            let (base, client, fruit) = (s.base.clone(), client.clone(), fruit.clone());
+            tasks.push(tokio::spawn(async move {
+                let s = Server::at(base);
+                if i % 3 == 2 {
+                    let (status, _) = s.post(&client, "/v1/chat/completions", &fruit).await;
+                    assert_eq!(status, 200);
+                    None
+                } else {
+                    let b = (i + round) % 4;
+                    Some((b, bird(&s, &client, b, false).await.0))
+                }
+            }));
+        }
+        for t in tasks {
+            if let Some((b, got)) = t.await.expect("task") {
+                if got != solo[b] {
+                    wrong += 1;
+                    eprintln!(
+                        "round {round}, bird {b}: alone {:?}, together {got:?}",
+                        solo[b]
+                    );
+                }
+            }
+        }
+    }
+    s.stop().await;
+    assert_eq!(
+        wrong, 0,
+        "{wrong} of 24 greedy answers differ from their solo runs"
+    );
 }

@@ -273,6 +273,14 @@ pub fn engine_bounds_cpu_prefix_cache() -> bool {
     bounds_cpu_prefix_cache(CORE_PATCHES)
 }
 
+/// Whether this build's engine resumes the completions its scheduler parked as
+/// completions (patch `scheduler-parked-completions-resume-as-completions`, 0.8.1). Without
+/// it, batching with a prefix cache corrupts answers: a parked prefix-cache hit is
+/// prefilled again on top of its own cache (docs/NOTES.md, on every device).
+pub fn engine_resumes_parked_completions() -> bool {
+    CORE_PATCHES.is_some_and(|s| s.contains("scheduler-parked-completions-resume-as-completions"))
+}
+
 /// The patches (file names after the number) a CPU prefix cache needs on this host.
 const CPU_PREFIX_CACHE_PATCHES: &[&str] = if cfg!(mistralrs_host = "0.9") {
     &["prefix-cache-bounded-on-the-cpu.patch"]

@@ -414,21 +414,28 @@ impl HlgServerOptions {
     }
 
     /// What the operator is warned of at start-up about how the engine is set to batch:
-    /// `--hlg-batching on` on the CPU with a prefix cache, the combination that corrupted
-    /// concurrent answers in the load run (docs/SERVING.md).
+    /// `--hlg-batching on` with a prefix cache, on an engine whose scheduler makes parked
+    /// completions prompts again ([`super::load::engine_resumes_parked_completions`]): in
+    /// the load run this corrupted concurrent answers (docs/SERVING.md). The registry's
+    /// engine has that scheduler; `scripts/serve`'s carries the fix.
     ///
     /// ```
     /// use mistralrs_hlg::server::{load::EngineOptions, HlgServerOptions};
     /// let on = HlgServerOptions { batching: Some("on".into()), ..Default::default() };
     /// let cpu = |n| EngineOptions { cpu: true, prefix_cache_n: Some(n), ..Default::default() };
-    /// assert!(on.batching_warning(&cpu(4)).unwrap().contains("--prefix-cache-n 0"));
+    /// let fixed = mistralrs_hlg::server::load::engine_resumes_parked_completions();
+    /// assert_eq!(on.batching_warning(&cpu(4)).is_some(), !fixed);
+    /// assert!(fixed || on.batching_warning(&cpu(4)).unwrap().contains("--prefix-cache-n 0"));
     /// assert_eq!(on.batching_warning(&cpu(0)), None);
     /// assert_eq!(HlgServerOptions::default().batching_warning(&cpu(4)), None);
     /// ```
     pub fn batching_warning(&self, engine: &super::load::EngineOptions) -> Option<String> {
         let cache = engine.prefix_cache();
-        (self.batching() == Ok(Batching::On) && engine.on_cpu() && cache > 0).then(|| {
-            format!("--hlg-batching on with a prefix cache of {cache} on the CPU: in a load run this let concurrent requests corrupt each other's answers (docs/SERVING.md); add --prefix-cache-n 0, or leave batching to auto (serial on the CPU)")
+        (self.batching() == Ok(Batching::On)
+            && cache > 0
+            && !super::load::engine_resumes_parked_completions())
+        .then(|| {
+            format!("--hlg-batching on with a prefix cache of {cache}: this engine's scheduler prefills a parked prefix-cache hit again on top of its own cache, which corrupted concurrent answers in a load run (docs/SERVING.md); add --prefix-cache-n 0, leave batching to auto (serial on the CPU), or build with scripts/serve's engine (patches/mistralrs-core-0.8.1)")
         })
     }
 
