@@ -54,6 +54,13 @@ const ROWS_DIFFER_ON_0_9: [Arch; 5] = [
     Arch::Lfm2Moe,
 ];
 
+/// Whether a batch of two rows of `arch` fails inside mistral.rs 0.8.1's engine, patched
+/// or not: phi2's KV cache concatenates a one-row cache with a two-row one ("shape
+/// mismatch in cat for dim 0", docs/NOTES.md), a path no patch here touches.
+fn batch_fails_on_0_8(arch: Arch) -> bool {
+    !cfg!(mistralrs_host = "0.9") && arch == Arch::Phi2
+}
+
 /// The model file for `arch` at `vocab` tokens, written once per test process.
 fn model(arch: Arch, vocab: usize) -> ModelSource {
     let dir: PathBuf = std::env::temp_dir().join(format!(
@@ -131,7 +138,8 @@ impl Tiny {
 
     /// The probe, on an engine of its own: batched rows right on the patched engines
     /// except for [`ROWS_DIFFER_ON_0_9`] (where a batch of two rows either fails in the
-    /// engine or differs from single rows); the default serial on the CPU whatever it
+    /// engine or differs from single rows) and [`batch_fails_on_0_8`]; the default serial
+    /// on the CPU whatever it
     /// finds (docs/SERVING.md). Returns the mode and HLG's texts on the probed engine
     /// (which [`Self::hlg_changes_sampling`] holds to a fresh engine's).
     async fn probe_decides(&self, arch: Arch) -> (EngineMode, Vec<String>) {
@@ -148,8 +156,9 @@ impl Tiny {
             .engine_mode(&engine(&self.src).await)
             .await
             .expect("engine mode");
-        let rows_right =
-            batched_rows() == BatchedRows::Right && !ROWS_DIFFER_ON_0_9.contains(&arch);
+        let rows_right = batched_rows() == BatchedRows::Right
+            && !ROWS_DIFFER_ON_0_9.contains(&arch)
+            && !batch_fails_on_0_8(arch);
         let what = format!("{}: {measured} ({mode:?})", self.name);
         println!("{what}");
         assert_eq!(
