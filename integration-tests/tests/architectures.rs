@@ -139,9 +139,8 @@ impl Tiny {
     /// The probe, on an engine of its own: batched rows right on the patched engines
     /// except for [`ROWS_DIFFER_ON_0_9`] (where a batch of two rows either fails in the
     /// engine or differs from single rows) and [`batch_fails_on_0_8`]; the default serial
-    /// on the CPU whatever it
-    /// finds (docs/SERVING.md). Returns the mode and HLG's texts on the probed engine
-    /// (which [`Self::hlg_changes_sampling`] holds to a fresh engine's).
+    /// on the CPU whatever it finds (docs/SERVING.md). Returns the mode and HLG's texts on
+    /// the probed engine (which [`Self::hlg_changes_sampling`] holds to a fresh engine's).
     async fn probe_decides(&self, arch: Arch) -> (EngineMode, Vec<String>) {
         let probed = engine(&self.src).await;
         let report = probe(&probed).await;
