@@ -33,6 +33,11 @@ impl Server {
 
     /// `serve` with these arguments beside the address.
     pub fn start_with(args: &[&str]) -> Server {
+        Server::start_env(args, &[])
+    }
+
+    /// `serve` with these arguments and these variables in its environment.
+    pub fn start_env(args: &[&str], envs: &[(&str, &str)]) -> Server {
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -46,6 +51,7 @@ impl Server {
         let child = Command::new(env!("CARGO_BIN_EXE_mistralrs-hlg"))
             .args(["serve", "--host", "127.0.0.1", "--port", &port.to_string()])
             .args(args)
+            .envs(envs.iter().copied())
             .stdin(Stdio::null())
             .stdout(out.try_clone().unwrap())
             .stderr(out)
