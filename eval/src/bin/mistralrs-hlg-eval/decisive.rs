@@ -792,6 +792,33 @@ struct Comparison {
     /// power of the equivalence call at the observed spread.
     measures: Vec<(f64, f64, f64, Call, f64)>,
     summary: Call,
+    /// The paired mean difference of the two arms' online entropies (nats); the protocol
+    /// flags a comparison whose arms differ by more than [`ENTROPY_FLAG`].
+    entropy_gap: f64,
+}
+
+/// The protocol's flag: arms whose mean online entropies differ by more than this (nats)
+/// were not matched well enough for their comparison to be read as at the same entropy.
+const ENTROPY_FLAG: f64 = 0.1;
+
+/// One HLG arm against another on the thesis measures: per measure, the paired mean
+/// difference (HLG minus the other, by prompt) and its 95 % bootstrap interval,
+/// uncorrected (descriptive, as the protocol says).
+#[derive(Clone, Debug, Serialize)]
+struct ThesisDiff {
+    hlg: String,
+    other: String,
+    prompts: usize,
+    diffs: Vec<(f64, f64, f64)>,
+}
+
+/// What `report.json` holds: the calls, the thesis' paired differences and each searched
+/// family's best-of-N curve on the selection prompts.
+#[derive(Serialize)]
+struct ReportJson {
+    comparisons: Vec<Comparison>,
+    thesis: Vec<ThesisDiff>,
+    best_of_n: Vec<(String, Vec<f64>)>,
 }
 
 /// One prompt of one arm: judged log-prob per byte, distinct-2, the thesis measures.
@@ -821,11 +848,161 @@ fn report(dir: &Path, ledger: &Ledger) -> anyhow::Result<()> {
             compare(&per[i], &per[j], (h, o), primary)
         })
         .collect();
-    let md = report_markdown(&arms, &per, &comparisons);
+    // The thesis is read against the two references the design note names.
+    let thesis: Vec<ThesisDiff> = ["hlg", "hlg-auto", "hlg-shipped"]
+        .iter()
+        .flat_map(|h| ["temperature", "min-p"].map(move |o| (*h, o)))
+        .filter_map(|(h, o)| thesis_paired(&per[role(h)?], &per[role(o)?], (h, o)))
+        .collect();
+    let best_of_n: Vec<(String, Vec<f64>)> = Searched::ALL
+        .iter()
+        .filter_map(|f| {
+            let path = dir.join(format!("search-{}.json", slug(f.name())));
+            let scored: Vec<Scored> = read_json(&path)?;
+            let scores: Vec<f64> = scored
+                .iter()
+                .map(|x| x.score.unwrap_or(f64::NEG_INFINITY))
+                .collect();
+            Some((f.name().to_string(), d::best_of_n(&scores, 1000, 7)))
+        })
+        .collect();
+    let mut md = report_markdown(&arms, &per, &comparisons);
+    md += &thesis_markdown(&thesis);
+    md += &best_of_n_markdown(&best_of_n);
     std::fs::write(dir.join("report.md"), &md)?;
-    write_json(&dir.join("report.json"), &comparisons)?;
+    std::fs::write(dir.join("best-of-n.svg"), best_of_n_figure(&best_of_n))?;
+    write_json(
+        &dir.join("report.json"),
+        &ReportJson {
+            comparisons,
+            thesis,
+            best_of_n,
+        },
+    )?;
     eprintln!("wrote {}", dir.join("report.md").display());
     Ok(())
+}
+
+/// The thesis measures of HLG arm `a` minus arm `b`, paired by prompt; `None` under 10
+/// paired prompts.
+fn thesis_paired(
+    a: &HashMap<usize, PromptRow>,
+    b: &HashMap<usize, PromptRow>,
+    (h, o): (&str, &str),
+) -> Option<ThesisDiff> {
+    let both = paired(a, b)?;
+    let diffs = (0..d::THESIS_MEASURES)
+        .map(|k| {
+            let x: Vec<f64> = both.iter().map(|p| a[p].2[k] - b[p].2[k]).collect();
+            let seed = mistralrs_hlg_eval::generate::fnv1a(format!("{h}|{o}|thesis|{k}").bytes());
+            let (mean, lo, hi, _) = mistralrs_hlg_eval::verdict::bootstrap_interval(&x, 0.05, seed);
+            (mean, lo, hi)
+        })
+        .collect();
+    Some(ThesisDiff {
+        hlg: h.into(),
+        other: o.into(),
+        prompts: both.len(),
+        diffs,
+    })
+}
+
+/// The prompts both arms ran, in order; `None` under 10.
+fn paired(a: &HashMap<usize, PromptRow>, b: &HashMap<usize, PromptRow>) -> Option<Vec<usize>> {
+    let mut both: Vec<usize> = a.keys().filter(|p| b.contains_key(p)).copied().collect();
+    both.sort_unstable();
+    (both.len() >= 10).then_some(both)
+}
+
+/// A number at four decimals, never "-0.0000".
+fn dec4(v: f64) -> String {
+    let s = format!("{v:.4}");
+    if s == "-0.0000" {
+        "0.0000".into()
+    } else {
+        s
+    }
+}
+
+/// As [`dec4`] with a sign.
+fn signed4(v: f64) -> String {
+    let s = format!("{v:+.4}");
+    if s == "-0.0000" {
+        "+0.0000".into()
+    } else {
+        s
+    }
+}
+
+fn thesis_markdown(thesis: &[ThesisDiff]) -> String {
+    let mut md = format!(
+        "\n## The thesis, paired (HLG arm minus the other, by prompt; mean [95 % bootstrap interval], uncorrected and descriptive)\n\n| HLG | other | prompts | {} |\n| --- | --- | --- | {} |\n",
+        d::THESIS.join(" | "),
+        d::THESIS.map(|_| "---").join(" | ")
+    );
+    for t in thesis {
+        let cells: Vec<String> = t
+            .diffs
+            .iter()
+            .map(|(m, lo, hi)| format!("{} [{}, {}]", signed4(*m), signed4(*lo), signed4(*hi)))
+            .collect();
+        md += &format!(
+            "| {} | {} | {} | {} |\n",
+            t.hlg,
+            t.other,
+            t.prompts,
+            cells.join(" | ")
+        );
+    }
+    md
+}
+
+fn best_of_n_markdown(curves: &[(String, Vec<f64>)]) -> String {
+    let n = curves.iter().map(|c| c.1.len()).max().unwrap_or(0);
+    let names: Vec<&str> = curves.iter().map(|c| c.0.as_str()).collect();
+    let mut md = format!(
+        "\n## Best of N on the selection prompts (judged log-prob per byte; mean over 1,000 draws of N of a family's {} searched settings, the best kept; figure: best-of-n.svg)\n\n| N | {} |\n| --- | {} |\n",
+        d::SEARCH_BUDGET,
+        names.join(" | "),
+        names.iter().map(|_| "---").collect::<Vec<_>>().join(" | ")
+    );
+    for k in 0..n {
+        let cells: Vec<String> = curves
+            .iter()
+            .map(|c| {
+                c.1.get(k)
+                    .filter(|v| v.is_finite())
+                    .map_or("–".into(), |v| dec4(*v))
+            })
+            .collect();
+        md += &format!("| {} | {} |\n", k + 1, cells.join(" | "));
+    }
+    md
+}
+
+fn best_of_n_figure(curves: &[(String, Vec<f64>)]) -> String {
+    use mistralrs_hlg_eval::plot::{grid, Panel, Series};
+    const COLORS: [&str; 5] = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd"];
+    let n = curves.iter().map(|c| c.1.len()).max().unwrap_or(0);
+    let series = curves
+        .iter()
+        .zip(COLORS.iter().cycle())
+        .map(|(c, color)| Series {
+            name: c.0.as_str(),
+            color,
+            ys: (0..n)
+                .map(|k| c.1.get(k).copied().filter(|v| v.is_finite()))
+                .collect(),
+        })
+        .collect();
+    let panel = Panel {
+        title: "judged log-prob per byte, best of N settings".into(),
+        xs: (1..=n).map(|k| k.to_string()).collect(),
+        series,
+        reference: None,
+        log_y: false,
+    };
+    grid("Best of N on the selection prompts", &[panel], 1)
 }
 
 /// One prompt's measures from its samples (`None` unless they were judged).
@@ -854,11 +1031,7 @@ fn compare(
     (h, o): (&str, &str),
     primary: bool,
 ) -> Option<Comparison> {
-    let mut both: Vec<usize> = a.keys().filter(|p| b.contains_key(p)).copied().collect();
-    both.sort_unstable();
-    if both.len() < 10 {
-        return None;
-    }
+    let both = paired(a, b)?;
     let z = decide::critical_z(d::COMPARISONS);
     let alpha = 2.0 * decide::ALPHA / d::COMPARISONS as f64;
     let measures: Vec<(f64, f64, f64, Call, f64)> =
@@ -886,6 +1059,7 @@ fn compare(
     } else {
         Call::Inconclusive
     };
+    let gap = both.iter().map(|p| a[p].2[5] - b[p].2[5]).sum::<f64>() / both.len() as f64;
     Some(Comparison {
         hlg: h.into(),
         other: o.into(),
@@ -893,6 +1067,7 @@ fn compare(
         prompts: both.len(),
         measures,
         summary,
+        entropy_gap: gap,
     })
 }
 
@@ -903,7 +1078,7 @@ fn report_markdown(
     comparisons: &[Comparison],
 ) -> String {
     let mut md = format!(
-        "# The decisive evaluation: one cell\n\nCalls at two-sided level 1 − 2·{}/{} (Bonferroni), margins ±{} nats/byte and ±{} distinct-2 (docs/EVALUATION.md). Power: of the equivalence call at the observed spread, were the true difference 0.\n\n| HLG | other | prompts | per byte: mean [interval] | call | power | distinct-2: mean [interval] | call | power | summary |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+        "# The decisive evaluation: one cell\n\nCalls at two-sided level 1 − 2·{}/{} (Bonferroni), margins ±{} nats/byte and ±{} distinct-2 (docs/EVALUATION.md). Power: of the equivalence call at the observed spread, were the true difference 0. Δ entropy: the HLG arm's mean online entropy minus the other's (nats); ⚠ past ±{ENTROPY_FLAG}, where the arms were not matched well enough to be read as at the same entropy.\n\n| HLG | other | prompts | per byte: mean [interval] | call | power | distinct-2: mean [interval] | call | power | summary | Δ entropy |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
         decide::ALPHA,
         d::COMPARISONS,
         d::MARGIN_PER_BYTE,
@@ -917,14 +1092,20 @@ fn report_markdown(
             )
         };
         let label = if c.primary { "" } else { " (secondary)" };
+        let flag = if c.entropy_gap.abs() > ENTROPY_FLAG {
+            " ⚠"
+        } else {
+            ""
+        };
         md += &format!(
-            "| {}{label} | {} | {} | {} | {} | {:?} |\n",
+            "| {}{label} | {} | {} | {} | {} | {:?} | {}{flag} |\n",
             c.hlg,
             c.other,
             c.prompts,
             m(&c.measures[0]),
             m(&c.measures[1]),
-            c.summary
+            c.summary,
+            signed4(c.entropy_gap)
         );
     }
     md += &format!(
@@ -936,7 +1117,7 @@ fn report_markdown(
         let col = |f: &dyn Fn(&PromptRow) -> f64| {
             let v: Vec<f64> = m.values().map(f).collect();
             let e = mistralrs_hlg_eval::stats::Estimate::of(&v);
-            format!("{:.4} ± {:.4}", e.mean, 1.96 * e.se)
+            format!("{} ± {:.4}", dec4(e.mean), 1.96 * e.se)
         };
         let thesis: Vec<String> = (0..d::THESIS_MEASURES).map(|k| col(&|x| x.2[k])).collect();
         let flag = if a.bracketed {
@@ -1098,6 +1279,69 @@ mod tests {
         assert_eq!(online_entropy(&HashMap::new()), 0.0);
         // A row of the wrong length is no prompt row.
         assert!(row_from(&[1.0, 2.0]).is_none());
+    }
+
+    /// The thesis' differences and the entropy gap are paired by prompt (prompts one
+    /// arm lacks are left out), and the report flags a gap past the protocol's 0.1.
+    #[test]
+    fn the_thesis_and_the_entropy_gap_are_paired_by_prompt() {
+        let row = |p: usize, shift: f64| -> PromptRow {
+            // A per-prompt wobble both arms share: the paired difference cancels it.
+            let w = 0.01 * (p % 5) as f64;
+            (
+                -1.0 - w,
+                0.9,
+                [
+                    0.4 + w - shift,
+                    0.05 - shift / 10.0,
+                    0.1 + w,
+                    0.01,
+                    0.02,
+                    3.0 + w + shift,
+                ],
+            )
+        };
+        let a: HashMap<usize, PromptRow> = (0..50).map(|p| (p, row(p, 0.2))).collect();
+        let b: HashMap<usize, PromptRow> = (0..60).map(|p| (p, row(p, 0.0))).collect();
+        let t = thesis_paired(&a, &b, ("hlg", "temperature")).unwrap();
+        assert_eq!(t.prompts, 50);
+        let expected = [-0.2, -0.02, 0.0, 0.0, 0.0, 0.2];
+        for (k, (m, lo, hi)) in t.diffs.iter().enumerate() {
+            assert!((m - expected[k]).abs() < 1e-12, "measure {k}: {m}");
+            assert!(
+                lo <= m && m <= hi && hi - lo < 1e-9,
+                "measure {k}: [{lo}, {hi}]"
+            );
+        }
+        let c = compare(&a, &b, ("hlg", "temperature"), true).unwrap();
+        assert!((c.entropy_gap - 0.2).abs() < 1e-12, "{}", c.entropy_gap);
+        let md = report_markdown(&[], &[], &[c]);
+        assert!(md.contains("| +0.2000 ⚠ |"), "{md}");
+        let near = compare(&b, &b, ("hlg", "temperature"), true).unwrap();
+        let md = report_markdown(&[], &[], &[near]);
+        assert!(md.contains("| Equivalent | +0.0000 |\n"), "{md}");
+        assert_eq!(dec4(-1e-9), "0.0000");
+        assert_eq!(signed4(-1e-9), "+0.0000");
+        // Under 10 paired prompts: no thesis row.
+        let few: HashMap<usize, PromptRow> = (0..9).map(|p| (p, row(p, 0.0))).collect();
+        assert!(thesis_paired(&few, &b, ("hlg", "min-p")).is_none());
+    }
+
+    /// The best-of-N table has a row per N and a column per family; an all-ineligible
+    /// N is a dash, and the figure is an SVG with every family in its legend.
+    #[test]
+    fn best_of_n_table_and_figure() {
+        let curves = vec![
+            ("min-p".to_string(), vec![-1.2, -1.1, -1.05]),
+            ("hlg".to_string(), vec![f64::NAN, -1.0, -0.95]),
+        ];
+        let md = best_of_n_markdown(&curves);
+        assert!(md.contains("| N | min-p | hlg |"), "{md}");
+        assert!(md.contains("| 1 | -1.2000 | – |"), "{md}");
+        assert!(md.contains("| 3 | -1.0500 | -0.9500 |"), "{md}");
+        let svg = best_of_n_figure(&curves);
+        assert!(svg.starts_with("<svg") && svg.contains("min-p") && svg.contains("hlg"));
+        assert!(!svg.contains("could not be drawn"), "{svg}");
     }
 
     #[test]
