@@ -7,7 +7,6 @@
 //!   greedy and sampled with HLG (the engine's sampling generator starts from the same
 //!   seed in each fresh engine, so the same requests in the same order draw the same);
 //! - a later turn's prompt costs a fraction of the whole history's;
-//! - the same prompt again reuses all of it but its last token, and answers the same;
 //! - with batching on, concurrent conversations, and greedy requests beside `n = 3`
 //!   ones, answer as alone (the scheduler fix of patch 0006).
 //!
@@ -220,41 +219,6 @@ async fn turns_answer_as_without_the_cache_and_reuse_the_history() {
         assert!(agreed > 0, "HLG, turn {}: the first draw differs", i + 1);
         assert!(delta <= LOGPROB_BOUND, "HLG, turn {}: {delta}", i + 1);
     }
-}
-
-/// The same prompt again (another choice of `n`, served on the CPU as single requests one
-/// after another; a regenerated reply): the kept cache holds it whole, and the engine
-/// reuses all of it but its last token (patch 0010; before it, a prompt held whole
-/// matched nothing and ran its whole prefill again), with the same answer.
-#[tokio::test(flavor = "multi_thread")]
-async fn the_same_prompt_again_reuses_all_but_its_last_token() {
-    if skip_on_the_registrys_engine("the_same_prompt_again") {
-        return;
-    }
-    // About 400 prompt tokens: a whole prefill costs many times one token's step.
-    let long = users(3, 10).join(" ");
-    let r = router(None).await;
-    let greedy = json!({"temperature": 0.0});
-    let first = converse(&r, std::slice::from_ref(&long), None, &greedy).await;
-    let again = converse(&r, std::slice::from_ref(&long), None, &greedy).await;
-    let (a, b) = (&first[0], &again[0]);
-    let (agreed, delta) = agreement(a, b);
-    eprintln!(
-        "{} prompt tokens: prompt {:.3} s, then {:.3} s again; {agreed} tokens equal, |Δ logprob| ≤ {delta:.1e}",
-        a.prompt_tokens, a.prompt_secs, b.prompt_secs
-    );
-    assert!(a.prompt_tokens > 300, "{}", a.prompt_tokens);
-    assert_eq!(
-        a.reply, b.reply,
-        "greedy: the reused prompt answers otherwise"
-    );
-    assert!(delta <= LOGPROB_BOUND, "{delta}");
-    assert!(
-        b.prompt_secs < 0.25 * a.prompt_secs,
-        "the same prompt again took {:.3} s against {:.3} s: not reused",
-        b.prompt_secs,
-        a.prompt_secs
-    );
 }
 
 /// Several conversations at once on a server that batches (`--hlg-batching on`) with the
