@@ -513,14 +513,7 @@ fn search_table(dir: &Path, temp_d2: f64) -> anyhow::Result<String> {
                 f(x.distinct2)
             );
         }
-        let curve = d::best_of_n(
-            &scored
-                .iter()
-                .map(|x| x.score.unwrap_or(f64::NEG_INFINITY))
-                .collect::<Vec<_>>(),
-            1000,
-            7,
-        );
+        let curve = best_of_n_curve(&scored);
         s += &format!(
             "\nBest of N (mean over 1,000 draws): {}\n\n",
             curve
@@ -532,6 +525,16 @@ fn search_table(dir: &Path, temp_d2: f64) -> anyhow::Result<String> {
         );
     }
     Ok(s)
+}
+
+/// A family's best-of-N curve over its scored settings (ineligible ones scoring −∞), as
+/// `search.md` and the report print it.
+fn best_of_n_curve(scored: &[Scored]) -> Vec<f64> {
+    let scores: Vec<f64> = scored
+        .iter()
+        .map(|x| x.score.unwrap_or(f64::NEG_INFINITY))
+        .collect();
+    d::best_of_n(&scores, 1000, 7)
 }
 
 /// The best setting of a family's finished search, matched offline.
@@ -859,11 +862,7 @@ fn report(dir: &Path, ledger: &Ledger) -> anyhow::Result<()> {
         .filter_map(|f| {
             let path = dir.join(format!("search-{}.json", slug(f.name())));
             let scored: Vec<Scored> = read_json(&path)?;
-            let scores: Vec<f64> = scored
-                .iter()
-                .map(|x| x.score.unwrap_or(f64::NEG_INFINITY))
-                .collect();
-            Some((f.name().to_string(), d::best_of_n(&scores, 1000, 7)))
+            Some((f.name().to_string(), best_of_n_curve(&scored)))
         })
         .collect();
     let mut md = report_markdown(&arms, &per, &comparisons);
@@ -914,24 +913,14 @@ fn paired(a: &HashMap<usize, PromptRow>, b: &HashMap<usize, PromptRow>) -> Optio
     (both.len() >= 10).then_some(both)
 }
 
-/// A number at four decimals, never "-0.0000".
+/// A number at four decimals, never "-0.0000" (a value that rounds to zero prints as +0).
 fn dec4(v: f64) -> String {
-    let s = format!("{v:.4}");
-    if s == "-0.0000" {
-        "0.0000".into()
-    } else {
-        s
-    }
+    format!("{:.4}", if v.abs() < 5e-5 { 0.0 } else { v })
 }
 
 /// As [`dec4`] with a sign.
 fn signed4(v: f64) -> String {
-    let s = format!("{v:+.4}");
-    if s == "-0.0000" {
-        "+0.0000".into()
-    } else {
-        s
-    }
+    format!("{:+.4}", if v.abs() < 5e-5 { 0.0 } else { v })
 }
 
 fn thesis_markdown(thesis: &[ThesisDiff]) -> String {
