@@ -40,13 +40,14 @@ pub const PROBE_TOLERANCE: f32 = 0.05;
 
 /// Whether the engine decodes the rows of a batch as it decodes each sequence alone.
 ///
-/// Three short text completions, deterministic, no timing involved: the prompt alone with
-/// its first token forced to `a`, then to `b` (one sequence each), then one request for
-/// two choices (always one batch of two rows: same length, same step) whose first tokens
-/// are forced to `a` and `b`. The logits of the second decode step of each row are
-/// recorded by a logits processor and compared with the single runs. Two forward passes
-/// per request, on the served model (a server's engine, or a `mistralrs::Model`'s
-/// `inner()`: `eval confirm` batches its samples only where this passes).
+/// Three short text completions, deterministic, no timing involved, after a fourth that
+/// only leaves the prompt in the prefix cache: the prompt alone with its first token
+/// forced to `a`, then to `b` (one sequence each), then one request for two choices
+/// (always one batch of two rows: same length, same step) whose first tokens are forced
+/// to `a` and `b`. The logits of the second decode step of each row are recorded by a
+/// logits processor and compared with the single runs. Two forward passes per request,
+/// on the served model (a server's engine, or a `mistralrs::Model`'s `inner()`: `eval
+/// confirm` batches its samples only where this passes).
 ///
 /// ```
 /// use mistralrs_hlg::server::{engine::probe, load};
@@ -58,6 +59,12 @@ pub const PROBE_TOLERANCE: f32 = 0.05;
 /// # Ok(()) }
 /// ```
 pub async fn probe(mistralrs: &MistralRs) -> Result<ProbeReport, ServerError> {
+    // A first run puts the prompt in the engine's prefix cache, where it keeps one, so the
+    // three compared runs start from the same state. On an engine that reuses a prompt
+    // held whole (docs/NOTES.md, "Prefix reuse on the CPU") a later run computes only
+    // its last tokens, which can round otherwise than a whole prefill and would read as
+    // wrong rows (0.64 nats apart on the embedded model when the last token ran alone).
+    probe_run(mistralrs, 1, [0, 0]).await?;
     let alone_a = probe_run(mistralrs, 1, [0, 0]).await?;
     let alone_b = probe_run(mistralrs, 1, [1, 1]).await?;
     let batched = probe_run(mistralrs, 2, [0, 1]).await?;
