@@ -7,7 +7,9 @@
 //! weights process a prompt several times faster; quantized ones decode faster, reading
 //! fewer bytes a token (docs/PERFORMANCE.md, "Weight format"). So:
 //!
-//! - `f16`, `f32`: the file as it is, dequantized at load ([`Load`]);
+//! - `f16`, `f32`: on mistral.rs 0.8.1 the file as it is, dequantized at load
+//!   ([`Load`]); on 0.9, whose GGUF loader never densifies (see [`DENSE_AT_LOAD`]), a
+//!   converted copy holding the dense tensors, written as `q8_0`'s is;
 //! - `q8_0`: the file converted once, with candle's GGUF reader and writer, into the
 //!   model cache directory ([`crate::model::cache_dir`]), reused while the source is
 //!   unchanged;
@@ -29,6 +31,16 @@ use candle_core::Device;
 /// is bound by memory bandwidth, where fewer bytes a weight win, and its dense copy may
 /// not fit in memory.
 pub const AUTO_LIMIT_BYTES: u64 = 1 << 30;
+
+/// Whether this build's host densifies a GGUF's quantized matrices at load when candle's
+/// variables ask (`Load::env`). mistral.rs 0.8.1 builds them with candle's
+/// `QMatMul::from_arc`, which reads the variables. 0.9's GGUF loader builds them from the
+/// blocks directly (mistralrs-quant's `GgufMatMul::from_qtensor`, which skips
+/// `from_arc` to keep its expert kernels), so the variables change nothing there and
+/// dense weights have to be in the file: `f16` and `f32` are converted copies, as
+/// `q8_0` is. (Before this was known, `--weights f16` on 0.9.2 logged F16 and served the
+/// file's Q4_1 blocks.)
+pub const DENSE_AT_LOAD: bool = !cfg!(mistralrs_host = "0.9");
 
 /// How the engine turns the served file's tensors into matrices at load.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,9 +97,10 @@ pub enum Weights {
     Auto,
     /// As the file has them.
     AsIs,
-    /// Every quantized tensor dequantized to F16 at load.
+    /// Every quantized tensor dequantized to F16 (at load, or in a converted file where
+    /// the host cannot: [`DENSE_AT_LOAD`]).
     F16,
-    /// Every quantized tensor dequantized to F32 at load.
+    /// Every quantized tensor dequantized to F32 (as `F16`).
     F32,
     /// Every tensor but the F32 ones (norms) with rows of whole 32-blocks re-quantized to
     /// Q8_0, in a converted file.
@@ -228,7 +241,8 @@ pub fn resolve(weights: Weights, path: &Path) -> Result<Weights, WeightsError> {
 /// What to serve for the GGUF at `path` in `weights`: for `q8_0`, the converted file,
 /// written now if the cache does not already hold it for this very source (same path,
 /// length and modification time); for `f16` and `f32`, the file itself, dequantized at
-/// load; otherwise the file as it is.
+/// load, or where the host cannot ([`DENSE_AT_LOAD`]) a converted file as for `q8_0`;
+/// otherwise the file as it is.
 ///
 /// The converted file keeps the source's metadata (its `general.file_type` set to the
 /// new format) and tensor names and shapes; it is written under a temporary name, read
@@ -243,15 +257,21 @@ pub fn prepare(weights: Weights, path: &Path) -> Result<Served, WeightsError> {
     };
     Ok(match weights {
         Weights::Auto | Weights::AsIs => served(path.to_path_buf(), Load::AsIs),
-        Weights::F16 => served(path.to_path_buf(), Load::DequantizeF16),
-        Weights::F32 => served(path.to_path_buf(), Load::DequantizeF32),
-        Weights::Q8_0 => served(converted(path)?, Load::AsIs),
+        Weights::F16 if DENSE_AT_LOAD => served(path.to_path_buf(), Load::DequantizeF16),
+        Weights::F32 if DENSE_AT_LOAD => served(path.to_path_buf(), Load::DequantizeF32),
+        Weights::F16 | Weights::F32 | Weights::Q8_0 => {
+            served(converted_copy(path, weights)?, Load::AsIs)
+        }
     })
 }
 
-/// The Q8_0 copy of `path`, from the cache or written.
-fn converted(path: &Path) -> Result<PathBuf, WeightsError> {
-    let weights = Weights::Q8_0;
+/// The copy of `path` in `weights` (`f16`, `f32` or `q8_0`), from the cache or written
+/// (whatever the host: [`prepare`] serves the `f16` and `f32` copies only where the host
+/// cannot densify at load); `path` itself for `auto` and `as-is`.
+pub fn converted_copy(path: &Path, weights: Weights) -> Result<PathBuf, WeightsError> {
+    if matches!(weights, Weights::Auto | Weights::AsIs) {
+        return Ok(path.to_path_buf());
+    }
     let dir = crate::model::cache_dir()?.join("converted");
     std::fs::create_dir_all(&dir).map_err(io("creating", &dir))?;
     let identity = source_identity(path)?;
@@ -266,8 +286,8 @@ fn converted(path: &Path) -> Result<PathBuf, WeightsError> {
         out.file_name().unwrap_or_default().to_string_lossy(),
         std::process::id()
     ));
-    convert(path, &tmp)?;
-    check(path, &tmp)?;
+    convert(path, &tmp, weights)?;
+    check(path, &tmp, weights)?;
     std::fs::rename(&tmp, &out).map_err(io("renaming into place", &out))?;
     std::fs::write(&stamp, &identity).map_err(io("writing", &stamp))?;
     Ok(out)
@@ -308,20 +328,32 @@ fn converted_name(path: &Path, identity: &str, weights: Weights) -> String {
     format!("{stem}-{tag}.{}.gguf", weights.name())
 }
 
-/// The dtype a tensor of `dtype` and row length `row` takes in the Q8_0 copy: norms and
-/// biases (F32 in every GGUF) stay F32, and Q8_0 needs rows of whole 32-blocks.
-fn converted_dtype(dtype: GgmlDType, row: usize) -> GgmlDType {
-    if dtype != GgmlDType::F32 && row.is_multiple_of(32) {
-        GgmlDType::Q8_0
-    } else {
-        dtype
+/// The dtype a tensor of `dtype` and row length `row` takes in the copy in `weights`:
+/// - `q8_0`: norms and biases (F32 in every GGUF) stay F32, and Q8_0 needs rows of whole
+///   32-blocks;
+/// - `f16`: every quantized tensor F16, the float ones as they are (as candle's
+///   dequantize-at-load does);
+/// - `f32`: every tensor F32.
+fn converted_dtype(weights: Weights, dtype: GgmlDType, row: usize) -> GgmlDType {
+    match weights {
+        Weights::Q8_0 if dtype != GgmlDType::F32 && row.is_multiple_of(32) => GgmlDType::Q8_0,
+        Weights::F16 if !is_float(dtype) => GgmlDType::F16,
+        Weights::F32 => GgmlDType::F32,
+        _ => dtype,
     }
 }
 
-/// llama.cpp's `general.file_type` for a copy that is mostly Q8_0 (LLAMA_FTYPE_MOSTLY_Q8_0).
-const FILE_TYPE_Q8_0: u32 = 7;
+/// llama.cpp's `general.file_type` for a copy in `weights` (LLAMA_FTYPE_ALL_F32,
+/// LLAMA_FTYPE_MOSTLY_F16, LLAMA_FTYPE_MOSTLY_Q8_0).
+fn file_type(weights: Weights) -> u32 {
+    match weights {
+        Weights::F32 => 0,
+        Weights::F16 => 1,
+        _ => 7,
+    }
+}
 
-fn convert(src: &Path, dst: &Path) -> Result<(), WeightsError> {
+fn convert(src: &Path, dst: &Path, weights: Weights) -> Result<(), WeightsError> {
     let (content, mut reader) = read_header(src)?;
     let cpu = Device::Cpu;
     let mut names: Vec<&String> = content.tensor_infos.keys().collect();
@@ -331,7 +363,7 @@ fn convert(src: &Path, dst: &Path) -> Result<(), WeightsError> {
     for name in names {
         let t = content.tensor(&mut reader, name, &cpu).map_err(gguf(src))?;
         let row = t.shape().dims().last().copied().unwrap_or(1);
-        let want = converted_dtype(t.dtype(), row);
+        let want = converted_dtype(weights, t.dtype(), row);
         let t = if want == t.dtype() {
             t
         } else {
@@ -350,8 +382,8 @@ fn convert(src: &Path, dst: &Path) -> Result<(), WeightsError> {
         .collect();
     metadata.sort_by(|a, b| a.0.cmp(b.0));
     match metadata.iter_mut().find(|(k, _)| *k == "general.file_type") {
-        Some((_, v)) => *v = Value::U32(FILE_TYPE_Q8_0),
-        None => metadata.push(("general.file_type", Value::U32(FILE_TYPE_Q8_0))),
+        Some((_, v)) => *v = Value::U32(file_type(weights)),
+        None => metadata.push(("general.file_type", Value::U32(file_type(weights)))),
     }
     let meta_refs: Vec<(&str, &Value)> = metadata.iter().map(|(k, v)| (*k, v)).collect();
     let tensor_refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, t)| (k.as_str(), t)).collect();
@@ -370,7 +402,7 @@ fn convert(src: &Path, dst: &Path) -> Result<(), WeightsError> {
 
 /// The converted file reads back with the source's tensors (names, shapes) in the formats
 /// the conversion gives, and the source's metadata keys.
-fn check(src: &Path, dst: &Path) -> Result<(), WeightsError> {
+fn check(src: &Path, dst: &Path, weights: Weights) -> Result<(), WeightsError> {
     let (a, _) = read_header(src)?;
     let (b, _) = read_header(dst)?;
     let problem = |p: String| WeightsError::Check {
@@ -390,7 +422,7 @@ fn check(src: &Path, dst: &Path) -> Result<(), WeightsError> {
             .get(name)
             .ok_or_else(|| problem(format!("no tensor {name}")))?;
         let row = ta.shape.dims().last().copied().unwrap_or(1);
-        let want = converted_dtype(ta.ggml_dtype, row);
+        let want = converted_dtype(weights, ta.ggml_dtype, row);
         if ta.shape != tb.shape || tb.ggml_dtype != want {
             return Err(problem(format!(
                 "{name}: {:?} {:?}, want {:?} {want:?}",

@@ -70,17 +70,64 @@ fn the_q8_0_copy_holds_the_source_within_its_rounding() {
     }
 }
 
+/// The host this binary is built on: 0.9 builds its GGUF matrices from the blocks, so
+/// `f16` and `f32` are converted files there; 0.8.1 densifies at load.
+const ON_0_9: bool = cfg!(mistralrs_host = "0.9");
+
+/// The dense copies (written on every host, served on 0.9): each quantized tensor of a
+/// Q4_1 source as its dequantized values rounded to F16 (`f16`: the values candle's
+/// dequantize-at-load gives on 0.8.1) or exactly (`f32`); the F32 norms unchanged.
+#[test]
+fn the_dense_copies_hold_the_dequantized_values() {
+    let src = tiny("dense");
+    let q41 = cache().join("dense").join("tiny-q4_1.gguf");
+    requantize(&src, &q41, GgmlDType::Q4_1);
+    let source = tensors(&q41);
+    for (w, dtype) in [
+        (Weights::F16, GgmlDType::F16),
+        (Weights::F32, GgmlDType::F32),
+    ] {
+        let path = weights::converted_copy(&q41, w).unwrap();
+        assert_ne!(path, q41);
+        let got = tensors(&path);
+        assert_eq!(got.len(), source.len());
+        for ((name, sd, sv), (gname, gd, gv)) in source.iter().zip(&got) {
+            assert_eq!(name, gname);
+            let want_dtype = if *sd == GgmlDType::F32 {
+                GgmlDType::F32
+            } else {
+                dtype
+            };
+            assert_eq!(*gd, want_dtype, "{name}");
+            for (x, y) in sv.iter().zip(gv) {
+                let want = match want_dtype {
+                    GgmlDType::F16 => half::f16::from_f32(*x).to_f32(),
+                    _ => *x,
+                };
+                assert_eq!(y.to_bits(), want.to_bits(), "{w:?} {name}: {x} -> {y}");
+            }
+        }
+    }
+}
+
 /// A conversion is written once and reused while its source is unchanged; a changed
-/// source is converted again. `f16` and `f32` serve the file itself, dequantized at load.
+/// source is converted again. On 0.8.1 `f16` and `f32` serve the file itself, dequantized
+/// at load; on 0.9 a converted copy.
 #[test]
 fn the_cache_follows_the_source() {
     let src = tiny("cache");
+    assert_eq!(weights::DENSE_AT_LOAD, !ON_0_9);
     for (w, load) in [
         (Weights::F16, Load::DequantizeF16),
         (Weights::F32, Load::DequantizeF32),
     ] {
         let served = weights::prepare(w, &src).unwrap();
-        assert_eq!((served.path.as_path(), served.load), (src.as_path(), load));
+        if ON_0_9 {
+            assert_eq!(served.load, Load::AsIs);
+            assert_ne!(served.path, src);
+        } else {
+            assert_eq!((served.path.as_path(), served.load), (src.as_path(), load));
+        }
     }
     let first = weights::prepare(Weights::Q8_0, &src).unwrap().path;
     let written = std::fs::metadata(&first).unwrap().modified().unwrap();
@@ -110,11 +157,16 @@ fn auto_dequantizes_a_small_quantized_model() {
     requantize(&src, &f32, GgmlDType::F32);
     for path in [&src, &q41] {
         let served = weights::prepare(Weights::Auto, path).unwrap();
-        assert_eq!(
-            (served.weights, served.load),
-            (Weights::F16, Load::DequantizeF16)
-        );
-        assert_eq!(&served.path, path);
+        assert_eq!(served.weights, Weights::F16);
+        if ON_0_9 {
+            assert_eq!(served.load, Load::AsIs);
+            assert!(tensors(&served.path)
+                .iter()
+                .all(|(_, d, _)| matches!(d, GgmlDType::F16 | GgmlDType::F32)));
+        } else {
+            assert_eq!(served.load, Load::DequantizeF16);
+            assert_eq!(&served.path, path);
+        }
     }
     let served = weights::prepare(Weights::Auto, &f32).unwrap();
     assert_eq!((served.weights, served.load), (Weights::AsIs, Load::AsIs));
@@ -147,16 +199,16 @@ fn requantize(src: &Path, dst: &Path, dtype: GgmlDType) {
     gguf_file::write(&mut w, &md, &ts).unwrap();
 }
 
-/// The engine serves the converted file: greedy text from the Q8_0 copy of a Q4_1 tiny
-/// model, and from the file itself, both non-empty.
+/// The engine serves the converted files: greedy text from the Q8_0 and F16 copies of a
+/// Q4_1 tiny model, and from the file itself, all non-empty.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_engine_serves_the_converted_file() {
     use mistralrs_hlg::server::load::{load, ModelSource};
     let src = tiny("engine");
     let q41 = cache().join("engine").join("tiny-q4_1.gguf");
     requantize(&src, &q41, GgmlDType::Q4_1);
-    for weights in [Weights::AsIs, Weights::Q8_0] {
-        let path = weights::prepare(weights, &q41).unwrap().path;
+    for weights in [Weights::AsIs, Weights::Q8_0, Weights::F16] {
+        let path = weights::converted_copy(&q41, weights).unwrap();
         let source = ModelSource::resolve(&path.to_string_lossy(), None).unwrap();
         let engine = load(&source).await.unwrap();
         let router = mistralrs_hlg::server::RouterBuilder::new(engine)
