@@ -236,7 +236,7 @@ fn serve_weights_formats() {
     let (dense, blocks) = (max_diff(f16, f32), max_diff(as_is, f32));
     eprintln!("first token's top log-probs, largest difference from dense F32: F16 {dense:.2e}, the Q4_1 blocks {blocks:.2e}");
     assert!(
-        dense < 0.02 && blocks > 2.0 * dense && blocks > 1e-3,
+        dense < 0.05 && blocks > 2.0 * dense && blocks > 1e-3,
         "F16 {f16:?}, as-is {as_is:?}, F32 {f32:?}"
     );
     let dir = std::env::temp_dir().join(format!("hlg-serve-weights-{}", std::process::id()));
