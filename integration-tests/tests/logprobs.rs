@@ -78,9 +78,10 @@ async fn logprobs_are_natural_logs_of_the_distribution() {
                 drawn <= 0.0 && greedy_drawn <= 0.0,
                 "{p:?}: {drawn}, {greedy_drawn}"
             );
-            // One softmax of the same logits, summed in another order on the two paths.
+            // One softmax of the same logits, normalised on two paths: T = 1's sums 49,152
+            // exponentials in f32 (off by 1.9e-4 here), the greedy one in f64.
             assert!(
-                greedy_gap <= 1e-4,
+                greedy_gap <= 1e-3,
                 "{p:?}: greedy {greedy:?} vs T = 1 {sampled:?}"
             );
             assert!(
