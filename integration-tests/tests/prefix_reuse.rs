@@ -157,8 +157,8 @@ fn the_cpu_default_is_a_bounded_cache_only_where_the_engine_evicts() {
 /// products sum in another order than a prefill's) than a full prefill computes them, in
 /// the engine's f16, so its log-probabilities move by up to a tenth of a nat. Measured on
 /// this model with patch 0011's natural log-probs: greedy, the texts equal and at most
-/// 0.091 nats (turn 2), 0.103 with penalties; sampled with HLG over a fixed history,
-/// bit-identical. With the sampled replies as the history the runs part at the first draw
+/// 0.091 nats (turn 2), 0.103 with penalties; sampled with HLG over a fixed history, the
+/// same tokens within 0.068 (turn 3). With the sampled replies as the history the runs part at the first draw
 /// that lands within that difference of a boundary, and every later turn's prompt
 /// differs. (Before 0011 the engine reported base-10 logs, of the raw logits when greedy,
 /// where the same differences read 8.3e-3.)
