@@ -190,15 +190,7 @@ fn first_top_logprobs(s: &Server) -> Vec<(String, f64)> {
     let (status, text) = s.post("/v1/chat/completions", &body);
     assert_eq!(status, 200, "{text}");
     let v: Value = serde_json::from_str(&text).unwrap();
-    v["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no top_logprobs in {text}"))
-        .iter()
-        .map(|t| {
-            let logprob = t["logprob"].as_f64().unwrap_or_else(|| panic!("{text}"));
-            (t["token"].to_string(), logprob)
-        })
-        .collect()
+    mistralrs_hlg_integration_tests::first_top_logprobs(&v)
 }
 
 /// The largest log-prob difference over the tokens both lists hold (at least three).

@@ -104,6 +104,20 @@ pub async fn post_ok(router: &Router, path: &str, body: &Value) -> Value {
     serde_json::from_str(&text).unwrap()
 }
 
+/// The first token's `top_logprobs` of a response's first choice, as (token as the host
+/// names it, an id or a text, in JSON; log-prob).
+pub fn first_top_logprobs(resp: &Value) -> Vec<(String, f64)> {
+    resp["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no top_logprobs in {resp}"))
+        .iter()
+        .map(|t| {
+            let logprob = t["logprob"].as_f64().unwrap_or_else(|| panic!("{resp}"));
+            (t["token"].to_string(), logprob)
+        })
+        .collect()
+}
+
 /// The text of every choice of a chat or text completion.
 pub fn texts(resp: &Value) -> Vec<String> {
     resp["choices"]

@@ -5,7 +5,9 @@
 //! report natural logs of the softmax. On the registry's engine this test asserts the
 //! defect instead, so that it says when upstream's fix arrives.
 
-use mistralrs_hlg_integration_tests::{chat, core_patched, fresh_plugin, post_ok};
+use mistralrs_hlg_integration_tests::{
+    chat, core_patched, first_top_logprobs, fresh_plugin, post_ok,
+};
 use serde_json::{json, Value};
 
 /// Prompts whose first token is not a near certainty, so that the top twenty spread.
@@ -18,14 +20,8 @@ const PROMPTS: [&str; 3] = [
 /// The first token's twenty likeliest tokens (id or text, as the host names them) and
 /// their reported log-probs, and the drawn token's.
 fn first_position(resp: &Value) -> (Vec<(String, f64)>, f64) {
-    let first = &resp["choices"][0]["logprobs"]["content"][0];
-    let top = first["top_logprobs"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no top_logprobs in {resp}"))
-        .iter()
-        .map(|t| (t["token"].to_string(), t["logprob"].as_f64().unwrap()))
-        .collect();
-    (top, first["logprob"].as_f64().unwrap())
+    let drawn = &resp["choices"][0]["logprobs"]["content"][0]["logprob"];
+    (first_top_logprobs(resp), drawn.as_f64().unwrap())
 }
 
 fn fixed() -> bool {
