@@ -29,6 +29,8 @@ pub mod onepass;
 pub mod perf;
 pub mod plot;
 pub mod prompts;
+#[cfg(feature = "gemma")]
+pub mod qwen;
 pub mod report;
 pub mod sampler;
 pub mod stats;

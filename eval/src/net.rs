@@ -1,6 +1,6 @@
-//! The evaluation's own forward pass on candle's tensor ops, for the two architectures of
-//! its models: Gemma 3 (the second model) and Llama (the embedded SmolLM2, as a one-pass
-//! judge beside the engine).
+//! The evaluation's own forward pass on candle's tensor ops, for the architectures of
+//! its models: Gemma 3 (the second model), Llama (the embedded SmolLM2, as a one-pass
+//! judge beside the engine) and Qwen2 (Qwen2.5-Coder, a larger judge).
 //!
 //! Why not candle-transformers' quantized models: its `quantized_gemma3` applies SiLU in
 //! the feed-forward gate where Gemma 3 applies GELU (tanh form) (candle issue #3745, open
@@ -35,6 +35,10 @@ pub enum Arch {
     /// Llama (SmolLM2): pre-norms only, SiLU, every layer global, rotary pairs
     /// interleaved (GGUF's converter permutes q and k for it).
     Llama,
+    /// Qwen2 (Qwen2.5): Llama's layout with biases on q, k and v, and rotary halves
+    /// (NeoX order: GGUF's converter does not permute q and k for it, and llama.cpp
+    /// rotates it so).
+    Qwen2,
 }
 
 /// The shape of the model, from the GGUF metadata.
@@ -63,6 +67,10 @@ struct Layer {
     k_norm: Option<Tensor>,
     post_attn_norm: Option<Tensor>,
     post_ffn_norm: Option<Tensor>,
+    /// Qwen2's biases of the q, k and v projections.
+    q_bias: Option<Tensor>,
+    k_bias: Option<Tensor>,
+    v_bias: Option<Tensor>,
     /// A sliding-window layer (local RoPE base); the others attend to every position.
     sliding: bool,
 }
@@ -147,10 +155,10 @@ impl Cache {
 /// The shape, the sliding-window pattern, the RoPE bases (local, global) and the block
 /// count from a GGUF file's metadata.
 fn read_shape(ct: &Content, arch: Arch) -> Result<(Shape, usize, [f32; 2], usize)> {
-    let prefix = if arch == Arch::Gemma3 {
-        "gemma3"
-    } else {
-        "llama"
+    let prefix = match arch {
+        Arch::Gemma3 => "gemma3",
+        Arch::Llama => "llama",
+        Arch::Qwen2 => "qwen2",
     };
     let key = |k: &str| {
         let k = format!("{prefix}.{k}");
@@ -168,8 +176,8 @@ fn read_shape(ct: &Content, arch: Arch) -> Result<(Shape, usize, [f32; 2], usize
         window: usize_of("attention.sliding_window").unwrap_or(usize::MAX),
     };
     // Gemma 3 alternates five sliding-window layers with one global one; the RoPE base
-    // is 10,000 on the first, the file's (1e6) on the second. Llama's layers are all
-    // global. Neither model here has RoPE scaling: a file that asks for one is refused
+    // is 10,000 on the first, the file's (1e6) on the second. Llama's and Qwen2's layers
+    // are all global. No model here has RoPE scaling: a file that asks for one is refused
     // rather than run wrongly.
     let pattern = key("attention.sliding_window_type").map_or(Ok(6), |v| v.to_u32())? as usize;
     let global_base = key("rope.freq_base").map_or(Ok(10_000.0), |v| v.to_f32())?;
@@ -188,7 +196,7 @@ fn rope_frequencies(head_dim: usize, base: f32) -> Vec<f32> {
 }
 
 impl Net {
-    /// Loads a GGUF file of architecture `gemma3` or `llama`, dequantizing every tensor;
+    /// Loads a GGUF file of architecture `gemma3`, `llama` or `qwen2`, dequantizing every tensor;
     /// the feed-forward activation is the architecture's own unless `activation` says.
     pub fn load<R: Read + Seek>(
         ct: &Content,
@@ -202,7 +210,8 @@ impl Net {
         {
             Some(Ok(a)) if a == "gemma3" => Arch::Gemma3,
             Some(Ok(a)) if a == "llama" => Arch::Llama,
-            _ => candle_core::bail!("a gemma3 or llama GGUF file was expected"),
+            Some(Ok(a)) if a == "qwen2" => Arch::Qwen2,
+            _ => candle_core::bail!("a gemma3, llama or qwen2 GGUF file was expected"),
         };
         let (shape, pattern, [local_base, global_base], blocks) = read_shape(ct, arch)?;
         let device = Device::Cpu;
@@ -219,7 +228,7 @@ impl Net {
             .collect::<Result<_>>()?;
         let own = match arch {
             Arch::Gemma3 => Activation::GeluTanh,
-            Arch::Llama => Activation::Silu,
+            Arch::Llama | Arch::Qwen2 => Activation::Silu,
         };
         Ok(Net {
             arch,
@@ -452,9 +461,13 @@ impl Net {
             ..
         } = self.shape;
         // [rows, heads, s, head dim]
-        let heads = |w: &Tensor, n: usize| -> Result<Tensor> {
-            h.matmul(&w.t()?)?
-                .reshape((rows, s, n, head_dim))?
+        let heads = |w: &Tensor, b: Option<&Tensor>, n: usize| -> Result<Tensor> {
+            let x = h.matmul(&w.t()?)?;
+            let x = match b {
+                Some(b) => x.broadcast_add(b)?,
+                None => x,
+            };
+            x.reshape((rows, s, n, head_dim))?
                 .transpose(1, 2)?
                 .contiguous()
         };
@@ -464,13 +477,16 @@ impl Net {
                 None => x,
             };
             match self.arch {
-                Arch::Gemma3 => rope(&x, cos, sin),
+                Arch::Gemma3 | Arch::Qwen2 => rope(&x, cos, sin),
                 Arch::Llama => rope_i(&x, cos, sin),
             }
         };
-        let q = rotate(heads(&l.q, n_head)?, l.q_norm.as_ref())?;
-        let k = rotate(heads(&l.k, n_kv_head)?, l.k_norm.as_ref())?;
-        let v = heads(&l.v, n_kv_head)?;
+        let q = rotate(heads(&l.q, l.q_bias.as_ref(), n_head)?, l.q_norm.as_ref())?;
+        let k = rotate(
+            heads(&l.k, l.k_bias.as_ref(), n_kv_head)?,
+            l.k_norm.as_ref(),
+        )?;
+        let v = heads(&l.v, l.v_bias.as_ref(), n_kv_head)?;
         let (k, v) = match kv {
             Some((ck, cv)) => (Tensor::cat(&[ck, &k], 2)?, Tensor::cat(&[cv, &v], 2)?),
             None => (k, v),
@@ -508,12 +524,20 @@ impl Layer {
         arch: Arch,
         sliding: bool,
     ) -> Result<Layer> {
+        let mut bias = |n: &str| match arch {
+            Arch::Qwen2 => get(&format!("blk.{i}.{n}.bias")).map(Some),
+            Arch::Gemma3 | Arch::Llama => Ok(None),
+        };
+        let (q_bias, k_bias, v_bias) = (bias("attn_q")?, bias("attn_k")?, bias("attn_v")?);
         let mut w = |n: &str| get(&format!("blk.{i}.{n}.weight"));
         let mut gemma = |n: &str| match arch {
             Arch::Gemma3 => w(n).map(Some),
-            Arch::Llama => Ok(None),
+            Arch::Llama | Arch::Qwen2 => Ok(None),
         };
         Ok(Layer {
+            q_bias,
+            k_bias,
+            v_bias,
             q_norm: gemma("attn_q_norm")?,
             k_norm: gemma("attn_k_norm")?,
             post_attn_norm: gemma("post_attention_norm")?,

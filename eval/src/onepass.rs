@@ -21,6 +21,8 @@ pub struct OnePass {
     net: Net,
     /// The tokens a reply ends at (the GGUF's end-of-sequence token, as the engine ends).
     stops: Vec<u32>,
+    /// The GGUF's beginning-of-sequence token: the context of [`OnePass::judge_plain`].
+    bos: Option<u32>,
 }
 
 impl OnePass {
@@ -37,7 +39,31 @@ impl OnePass {
             Some(v) => vec![v.to_u32().map_err(EvalError::engine)?],
             None => vec![],
         };
-        Ok(OnePass { net, stops })
+        let bos = match ct.metadata.get("tokenizer.ggml.bos_token_id") {
+            Some(v) => Some(v.to_u32().map_err(EvalError::engine)?),
+            None => None,
+        };
+        Ok(OnePass { net, stops, bos })
+    }
+
+    /// The log-probability of each token of `text` as the start of a document: after the
+    /// GGUF's beginning-of-sequence token, with no chat template, in one pass. How well a
+    /// model predicts plain text, which compares judges across vocabularies (per byte).
+    pub async fn judge_plain(
+        &self,
+        model: &mistralrs::Model,
+        text: &str,
+    ) -> Result<Judged, EvalError> {
+        let bos = self.bos.ok_or_else(|| {
+            EvalError::Invalid("the GGUF file names no beginning-of-sequence token".into())
+        })?;
+        let cont = model
+            .tokenize(Either::Right(text.to_string()), None, false, false, None)
+            .await
+            .map_err(EvalError::engine)?;
+        let logprobs = super::run_blocking(|| self.net.forced_logprobs(&[bos], &cont))
+            .map_err(EvalError::engine)?;
+        Ok(Judged { logprobs })
     }
 
     /// The log-probability of each token of `continuation` as `model`'s reply to

