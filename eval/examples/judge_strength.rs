@@ -50,6 +50,106 @@ fn mean_ci(v: &[f64]) -> (f64, f64) {
     (m, 1.96 * (var / n).sqrt())
 }
 
+/// One model's reading of the chunks: (tokens in all, log-prob per byte of each chunk).
+struct Reading {
+    name: &'static str,
+    tokens: usize,
+    per_byte: Vec<f64>,
+}
+
+/// The chunks of `files` this run reads (`--chunk`, `--max`), and the count of all.
+fn selected(files: &[String], size: usize, max: usize) -> anyhow::Result<(Vec<String>, usize)> {
+    let mut all = vec![];
+    for f in files {
+        all.extend(chunks(&std::fs::read_to_string(f)?, size));
+    }
+    let step = (all.len() as f64 / max as f64).max(1.0);
+    let texts = (0..max.min(all.len()))
+        .map(|i| all[(i as f64 * step) as usize].clone())
+        .collect();
+    Ok((texts, all.len()))
+}
+
+/// A [`Reading`] from each chunk's judged log-probs.
+fn reading(name: &'static str, judged: &[Vec<f64>], texts: &[String]) -> Reading {
+    Reading {
+        name,
+        tokens: judged.iter().map(Vec::len).sum(),
+        per_byte: judged
+            .iter()
+            .zip(texts)
+            .map(|(lp, t)| lp.iter().sum::<f64>() / t.len() as f64)
+            .collect(),
+    }
+}
+
+/// A Qwen judge's one pass against the engine's own judge on the first two chunks as
+/// replies to a prompt (the same tokens required): prints the largest and the mean
+/// difference per token.
+async fn check_against_engine(
+    name: &str,
+    engine: &mistralrs::Model,
+    net: &OnePass,
+    texts: &[String],
+) -> anyhow::Result<()> {
+    let (mut worst, mut sum, mut count) = (0f64, 0f64, 0usize);
+    for t in texts.iter().take(2) {
+        let want = judge(engine, "Write a few lines.", t).await?;
+        let got = net.judge(engine, "Write a few lines.", t).await?;
+        anyhow::ensure!(
+            got.tokens() == want.tokens(),
+            "{name}: the one pass read other tokens"
+        );
+        for (a, b) in got.logprobs.iter().zip(&want.logprobs) {
+            worst = worst.max((a - b).abs());
+            sum += (a - b).abs();
+            count += 1;
+        }
+    }
+    println!(
+        "{name}: one pass against the engine's judge over {count} tokens: max |Δ| {worst:.3}, mean |Δ| {:.4}",
+        sum / count as f64
+    );
+    Ok(())
+}
+
+/// Every candidate's reading, one model loaded at a time.
+async fn readings(texts: &[String]) -> anyhow::Result<Vec<Reading>> {
+    let mut out = vec![];
+    {
+        let engine = capture::load_model(None).await?;
+        let net = OnePass::load(None)?;
+        let mut judged = vec![];
+        for t in texts {
+            judged.push(net.judge_plain(&engine, t).await?.logprobs);
+        }
+        out.push(reading("SmolLM2-135M", &judged, texts));
+    }
+    {
+        let g = Gemma::load(&gemma::fetch()?)?;
+        let judged = texts
+            .iter()
+            .map(|t| Ok(g.judge("", t)?.logprobs))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        out.push(reading("Gemma-3-270M", &judged, texts));
+    }
+    for (name, wheels) in [
+        ("Qwen2.5-Coder-0.5B", &qwen::QWEN25_CODER_05B),
+        ("Qwen2.5-Coder-1.5B", &qwen::QWEN25_CODER_15B),
+    ] {
+        let path = qwen::fetch(wheels)?;
+        let engine = capture::load_model(Some(&path)).await?;
+        let net = OnePass::load(Some(&path))?;
+        check_against_engine(name, &engine, &net, texts).await?;
+        let mut judged = vec![];
+        for t in texts {
+            judged.push(net.judge_plain(&engine, t).await?.logprobs);
+        }
+        out.push(reading(name, &judged, texts));
+    }
+    Ok(out)
+}
+
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> anyhow::Result<()> {
     let mut files = vec![];
@@ -66,101 +166,26 @@ async fn main() -> anyhow::Result<()> {
         !files.is_empty(),
         "usage: judge_strength FILE... [--chunk BYTES] [--max N]"
     );
-    let mut all = vec![];
-    for f in &files {
-        all.extend(chunks(&std::fs::read_to_string(f)?, size));
-    }
-    let step = (all.len() as f64 / max as f64).max(1.0);
-    let texts: Vec<String> = (0..max.min(all.len()))
-        .map(|i| all[(i as f64 * step) as usize].clone())
-        .collect();
-    let bytes: Vec<f64> = texts.iter().map(|t| t.len() as f64).collect();
-    println!(
-        "{} chunks of {} in all, {} bytes",
-        texts.len(),
-        all.len(),
-        bytes.iter().sum::<f64>()
-    );
-
-    let mut names = vec![];
-    let mut per_byte: Vec<Vec<f64>> = vec![];
-    let mut tokens: Vec<usize> = vec![];
-    let smollm = capture::load_model(None).await?;
-    let smollm_net = OnePass::load(None)?;
-    let (mut v, mut n) = (vec![], 0);
-    for (t, b) in texts.iter().zip(&bytes) {
-        let j = smollm_net.judge_plain(&smollm, t).await?;
-        n += j.tokens();
-        v.push(j.logprobs.iter().sum::<f64>() / b);
-    }
-    tokens.push(n);
-    names.push("SmolLM2-135M");
-    per_byte.push(v);
-    drop((smollm, smollm_net));
-
-    let g = Gemma::load(&gemma::fetch()?)?;
-    let (mut v, mut n) = (vec![], 0);
-    for (t, b) in texts.iter().zip(&bytes) {
-        let j = g.judge("", t)?;
-        n += j.tokens();
-        v.push(j.logprobs.iter().sum::<f64>() / b);
-    }
-    tokens.push(n);
-    names.push("Gemma-3-270M");
-    per_byte.push(v);
-    drop(g);
-
-    for (name, wheels) in [
-        ("Qwen2.5-Coder-0.5B", &qwen::QWEN25_CODER_05B),
-        ("Qwen2.5-Coder-1.5B", &qwen::QWEN25_CODER_15B),
-    ] {
-        let path = qwen::fetch(wheels)?;
-        let q = capture::load_model(Some(&path)).await?;
-        let q_net = OnePass::load(Some(&path))?;
-        let (mut worst, mut sum, mut count) = (0f64, 0f64, 0usize);
-        for t in texts.iter().take(2) {
-            let want = judge(&q, "Write a few lines.", t).await?;
-            let got = q_net.judge(&q, "Write a few lines.", t).await?;
-            anyhow::ensure!(
-                got.tokens() == want.tokens(),
-                "{name}: the one pass read other tokens"
-            );
-            for (a, b) in got.logprobs.iter().zip(&want.logprobs) {
-                worst = worst.max((a - b).abs());
-                sum += (a - b).abs();
-                count += 1;
-            }
-        }
-        println!(
-            "{name}: one pass against the engine's judge over {count} tokens: max |Δ| {worst:.3}, mean |Δ| {:.4}",
-            sum / count as f64
-        );
-        let (mut v, mut n) = (vec![], 0);
-        for (t, b) in texts.iter().zip(&bytes) {
-            let j = q_net.judge_plain(&q, t).await?;
-            n += j.tokens();
-            v.push(j.logprobs.iter().sum::<f64>() / b);
-        }
-        tokens.push(n);
-        names.push(name);
-        per_byte.push(v);
-    }
-
+    let (texts, all) = selected(&files, size, max)?;
+    let bytes: usize = texts.iter().map(String::len).sum();
+    println!("{} chunks of {all} in all, {bytes} bytes", texts.len());
+    let r = readings(&texts).await?;
     println!("\n| model | tokens | log-prob per byte (mean ± 95 %) |\n| --- | --- | --- |");
-    for ((n, v), t) in names.iter().zip(&per_byte).zip(&tokens) {
-        let (m, h) = mean_ci(v);
-        println!("| {n} | {t} | {m:.4} ± {h:.4} |");
+    for x in &r {
+        let (m, h) = mean_ci(&x.per_byte);
+        println!("| {} | {} | {m:.4} ± {h:.4} |", x.name, x.tokens);
     }
     println!("\n| pair | paired difference per byte (mean ± 95 %) |\n| --- | --- |");
-    for i in 0..names.len() {
-        for j in i + 1..names.len() {
-            let d: Vec<f64> = per_byte[j]
+    for i in 0..r.len() {
+        for j in i + 1..r.len() {
+            let d: Vec<f64> = r[j]
+                .per_byte
                 .iter()
-                .zip(&per_byte[i])
+                .zip(&r[i].per_byte)
                 .map(|(a, b)| a - b)
                 .collect();
             let (m, h) = mean_ci(&d);
-            println!("| {} − {} | {m:+.4} ± {h:.4} |", names[j], names[i]);
+            println!("| {} − {} | {m:+.4} ± {h:.4} |", r[j].name, r[i].name);
         }
     }
     Ok(())
