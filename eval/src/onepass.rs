@@ -57,11 +57,22 @@ impl OnePass {
         let bos = self.bos.ok_or_else(|| {
             EvalError::Invalid("the GGUF file names no beginning-of-sequence token".into())
         })?;
+        self.forced_text(model, &[bos], text).await
+    }
+
+    /// `text` in the engine's tokens, each token's log-probability after `context` and
+    /// the tokens before it, in one pass.
+    async fn forced_text(
+        &self,
+        model: &mistralrs::Model,
+        context: &[u32],
+        text: &str,
+    ) -> Result<Judged, EvalError> {
         let cont = model
             .tokenize(Either::Right(text.to_string()), None, false, false, None)
             .await
             .map_err(EvalError::engine)?;
-        let logprobs = super::run_blocking(|| self.net.forced_logprobs(&[bos], &cont))
+        let logprobs = super::run_blocking(|| self.net.forced_logprobs(context, &cont))
             .map_err(EvalError::engine)?;
         Ok(Judged { logprobs })
     }
@@ -79,14 +90,7 @@ impl OnePass {
             .tokenize(Either::Left(messages), None, true, true, None)
             .await
             .map_err(EvalError::engine)?;
-        let text = Either::Right(continuation.to_string());
-        let cont = model
-            .tokenize(text, None, false, false, None)
-            .await
-            .map_err(EvalError::engine)?;
-        let logprobs = super::run_blocking(|| self.net.forced_logprobs(&context, &cont))
-            .map_err(EvalError::engine)?;
-        Ok(Judged { logprobs })
+        self.forced_text(model, &context, continuation).await
     }
 
     /// Seeded samples of `model`'s reply to `prompt`, one per row, decoded as one batch
